@@ -1,0 +1,59 @@
+"""Theory of speculative decoding (Leviathan et al., arXiv:2211.17192).
+
+With per-token acceptance probability ``a``, draft length ``k`` and cost ratio
+``c`` (time of one draft step / time of one main step):
+
+* expected tokens produced per main-model pass: (1 - a^(k+1)) / (1 - a)
+* expected speed-up over plain decoding: (1 - a^(k+1)) / ((1 - a) (k c + 1))
+"""
+from __future__ import annotations
+
+
+def _check(acceptance: float, draft_length: int) -> None:
+    if not 0.0 <= acceptance <= 1.0:
+        raise ValueError(f"acceptance must lie in [0, 1], got {acceptance}")
+    if draft_length < 0:
+        raise ValueError(f"draft length must be >= 0, got {draft_length}")
+
+
+def expected_tokens_per_pass(acceptance: float, draft_length: int) -> float:
+    """Mean number of tokens one main-model pass yields (accepted drafts + its own)."""
+    _check(acceptance, draft_length)
+    if acceptance == 1.0:
+        return float(draft_length + 1)
+    return (1.0 - acceptance ** (draft_length + 1)) / (1.0 - acceptance)
+
+
+def predicted_speedup(acceptance: float, draft_length: int, cost_ratio: float) -> float:
+    """Expected wall-time speed-up of speculative over plain decoding."""
+    if cost_ratio < 0:
+        raise ValueError(f"cost ratio must be >= 0, got {cost_ratio}")
+    return expected_tokens_per_pass(acceptance, draft_length) / (draft_length * cost_ratio + 1.0)
+
+
+def acceptance_from_tokens_per_pass(tokens_per_pass: float, draft_length: int, tol: float = 1e-9) -> float:
+    """Invert `expected_tokens_per_pass` by bisection: the per-token acceptance that explains a run."""
+    if not 1.0 <= tokens_per_pass <= draft_length + 1:
+        raise ValueError(f"tokens per pass must lie in [1, {draft_length + 1}], got {tokens_per_pass}")
+    low, high = 0.0, 1.0
+    while high - low > tol:
+        mid = (low + high) / 2
+        if expected_tokens_per_pass(mid, draft_length) < tokens_per_pass:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def break_even_acceptance(draft_length: int, cost_ratio: float) -> float:
+    """Smallest acceptance at which speculation is no slower than plain decoding."""
+    low, high = 0.0, 1.0
+    if predicted_speedup(1.0, draft_length, cost_ratio) < 1.0:
+        return float("nan")
+    for _ in range(60):
+        mid = (low + high) / 2
+        if predicted_speedup(mid, draft_length, cost_ratio) < 1.0:
+            low = mid
+        else:
+            high = mid
+    return high
