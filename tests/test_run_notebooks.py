@@ -1,0 +1,145 @@
+"""Tests for utils.run_notebooks on tiny throwaway notebooks (real kernels, no models)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from utils import run_notebooks
+from utils.paths import REPO_ROOT
+
+
+def write_notebook(path: Path, code_cells: list[str], kernel: str | None = "python3") -> Path:
+    """A notebook with a markdown title, then the given code cells."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("# throwaway")]
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in code_cells]
+    if kernel is not None:
+        notebook.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.fixture
+def marked_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A kernelspec named ``marked-kernel`` that sets KERNEL_MARKER, found through JUPYTER_PATH."""
+    kernel_dir = tmp_path / "jupyter" / "kernels" / "marked-kernel"
+    kernel_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "marked",
+        "language": "python",
+        "env": {"KERNEL_MARKER": "marked-kernel-was-used"},
+    }
+    (kernel_dir / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    return "marked-kernel"
+
+
+def test_kernel_name_comes_from_metadata_with_python3_fallback() -> None:
+    with_kernel = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "ipex-llm", "display_name": "IPEX-LLM"}})
+    assert run_notebooks.kernel_name_of(with_kernel) == "ipex-llm"
+    assert run_notebooks.kernel_name_of(nbformat.v4.new_notebook()) == "python3"
+
+
+def test_summary_records_pass_failure_and_missing_kernel(
+    tmp_path: Path, marked_kernel: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    passing = write_notebook(
+        notebooks / "01-passes.ipynb",
+        ["import os\nassert os.environ['KERNEL_MARKER'] == 'marked-kernel-was-used'",
+         "from pathlib import Path\nassert Path.cwd().name == 'notebooks'\nprint('ok')"],
+        kernel=marked_kernel,
+    )
+    failing = write_notebook(
+        notebooks / "02-fails.ipynb",
+        ["x = 1", "raise ValueError('the draft is too slow')", "print('never reached')"],
+        kernel=None,
+    )
+    missing_kernel = write_notebook(notebooks / "03-other-kernel.ipynb", ["x = 1"], kernel="no-such-kernel-xyz")
+    output = tmp_path / "out"
+
+    status = run_notebooks.main([str(passing), str(failing), str(missing_kernel), "--output", str(output)])
+
+    assert status == 1
+    summary = json.loads((output / "summary.json").read_text())
+    by_name = {entry["notebook"]: entry for entry in summary["notebooks"]}
+    assert list(by_name) == ["01-passes.ipynb", "02-fails.ipynb", "03-other-kernel.ipynb"]
+
+    assert by_name["01-passes.ipynb"]["status"] == "passed"
+    assert by_name["01-passes.ipynb"]["kernel"] == "marked-kernel"
+    assert by_name["01-passes.ipynb"]["error_name"] is None
+    assert by_name["01-passes.ipynb"]["seconds"] > 0
+
+    failed = by_name["02-fails.ipynb"]
+    assert failed["status"] == "failed"
+    assert failed["kernel"] == "python3"
+    assert failed["error_name"] == "ValueError"
+    assert failed["error_message"] == "the draft is too slow"
+    assert failed["failed_cell_number"] == 3  # markdown title, x = 1, then the raise
+    assert failed["failed_cell_source"].startswith("raise ValueError")
+
+    other = by_name["03-other-kernel.ipynb"]
+    assert other["status"] == "failed" and other["error_name"] == "NoSuchKernel"
+    assert "no-such-kernel-xyz" in other["error_message"]
+
+    executed_pass = nbformat.read(output / "01-passes.ipynb", as_version=4)
+    assert executed_pass.cells[2].outputs[0]["text"] == "ok\n"
+    executed_fail = nbformat.read(output / "02-fails.ipynb", as_version=4)
+    assert executed_fail.cells[2].outputs[0]["output_type"] == "error"
+    assert executed_fail.cells[3].outputs == []
+    assert not (output / "03-other-kernel.ipynb").exists()
+
+    page = (output / "summary.html").read_text()
+    assert "1 passed, 2 failed, 0 skipped" in page
+    assert "ValueError: the draft is too slow" in page
+    assert 'href="02-fails.ipynb"' in page
+    assert "cpu_count" in page
+    assert "passed in" in capsys.readouterr().out
+
+
+def test_all_passing_exits_zero_and_missing_kernel_can_be_skipped(tmp_path: Path) -> None:
+    passing = write_notebook(tmp_path / "a.ipynb", ["print(1 + 1)"])
+    other = write_notebook(tmp_path / "b.ipynb", ["x = 1"], kernel="no-such-kernel-xyz")
+    output = tmp_path / "out"
+
+    status = run_notebooks.main([str(passing), str(other), "--output", str(output), "--skip-missing-kernels"])
+
+    assert status == 0
+    statuses = [e["status"] for e in json.loads((output / "summary.json").read_text())["notebooks"]]
+    assert statuses == ["passed", "skipped"]
+
+
+def test_cell_timeout_is_a_failure(tmp_path: Path) -> None:
+    slow = write_notebook(tmp_path / "slow.ipynb", ["import time\ntime.sleep(30)"])
+
+    outcome = run_notebooks.run_notebook(slow, tmp_path / "out", cell_timeout=2)
+
+    assert outcome.status == "failed"
+    assert outcome.error_name == "CellTimeoutError"
+    assert outcome.failed_cell_number == 2
+    assert outcome.seconds < 25
+
+
+def test_unreadable_notebook_and_missing_path(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{ not json")
+    outcome = run_notebooks.run_notebook(broken, tmp_path / "out")
+    assert outcome.status == "failed" and "cannot read the notebook" in outcome.error_message
+
+    assert run_notebooks.main([str(tmp_path / "absent.ipynb"), "--output", str(tmp_path / "out")]) == 2
+
+
+def test_command_line_help() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "utils.run_notebooks", "--help"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert "--timeout" in result.stdout and "--output" in result.stdout
+    assert "summary.html" in result.stdout

