@@ -3,8 +3,8 @@
 It answers the two kinds of request huggingface_hub 1.21 makes to fetch a model
 repository, for repositories held in memory:
 
-- ``GET /api/models/{repo_id}/revision/{revision}``: JSON with ``id``, ``sha``
-  and ``siblings`` (one ``{"rfilename": ...}`` per file);
+- ``GET /api/models/{repo_id}[/revision/{revision}]``: JSON with ``id``, ``sha``
+  and ``siblings`` (one ``{"rfilename": ..., "size": ...}`` per file);
 - ``HEAD`` / ``GET /{repo_id}/resolve/{revision}/{filename}``: the file, with the
   ``ETag``, ``X-Repo-Commit`` and ``Content-Length`` headers the client requires.
 
@@ -82,7 +82,7 @@ class FakeHub:
             def _answer(self, send_body: bool) -> None:
                 path = unquote(urlsplit(self.path).path)
                 hub.requests.append((self.command, path))
-                if path.startswith("/api/models/") and "/revision/" in path:
+                if path.startswith("/api/models/"):
                     repo_id = path[len("/api/models/"):].split("/revision/", 1)[0]
                     self._repo_info(repo_id, send_body)
                 elif "/resolve/" in path:
@@ -102,7 +102,8 @@ class FakeHub:
                     "modelId": repo_id,
                     "sha": repository.commit,
                     "private": False,
-                    "siblings": [{"rfilename": name} for name in sorted(repository.files)],
+                    "siblings": [{"rfilename": name, "size": len(content)}
+                                 for name, content in sorted(repository.files.items())],
                 }).encode()
                 self._send(200, body, {"Content-Type": "application/json"}, send_body)
 

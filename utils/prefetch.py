@@ -8,7 +8,8 @@ Run it on a machine with a network, before the session:
 
 For every model of the chosen pairs it skips a folder that is already complete
 (it has a `.complete` marker), fetches the others from the first source in
-`--source` that the model offers, and prints a table of sizes and outcomes.
+`--source` that the model offers, checks that each folder has the files
+OpenVINO GenAI loads, and prints a table of sizes and outcomes.
 Disk space (and RAM, for exports) is checked against the catalogue's estimates
 before anything is downloaded. The exit status is 1 if any model failed.
 """
@@ -80,8 +81,11 @@ def plan_prefetch(pair_names: Sequence[str], preferred_sources: Sequence[str]) -
             if spec.folder_name in seen:
                 continue
             seen.add(spec.folder_name)
-            if is_complete(spec.path):
-                source = "(any)"
+            marker = read_marker(spec.path)
+            if marker is not None:  # already there: show where it came from, if the marker says
+                recipe = marker.get("recipe")
+                recorded = recipe.get("source") if isinstance(recipe, dict) else None
+                source = "offline" if spec.built_locally else recorded if isinstance(recorded, str) else "-"
             else:
                 try:
                     source = choose_source(spec, preferred_sources)
@@ -89,7 +93,7 @@ def plan_prefetch(pair_names: Sequence[str], preferred_sources: Sequence[str]) -
                     problems.append(str(error))
                     continue
             entry = PlannedModel(pair.name, role, spec, source)
-            if is_complete(spec.path):
+            if marker is not None:
                 entry.status, entry.size_bytes = ALREADY_THERE, folder_size_bytes(spec.path)
             plan.append(entry)
     if problems:
@@ -129,34 +133,33 @@ def resource_problems(plan: Sequence[PlannedModel], free_disk_bytes: int,
 
 
 def fetch_model(entry: PlannedModel) -> None:
-    """Make `entry.spec.path` ready from `entry.source` (the fetchers write atomically)."""
-    spec, destination = entry.spec, entry.spec.path
-    if entry.source == "offline":
-        from utils.offline_pair import prepare_offline_models
+    """Make `entry.spec.path` ready from `entry.source` (`utils.model_fetch` writes atomically)."""
+    from utils.model_fetch import get_model
 
-        prepare_offline_models()
-        return
-    from utils import model_fetch
+    get_model(entry.spec, None if entry.source == "offline" else entry.source)
 
-    if entry.source == "huggingface":
-        model_fetch.download_from_huggingface(spec.huggingface_id, destination)
-    elif entry.source == "modelscope":
-        model_fetch.download_from_modelscope(spec.modelscope_id, destination)
-    elif entry.source == "export":
-        model_fetch.export_with_optimum(spec.export_source_id, destination, spec.weight_format,
-                                        extra_args=spec.export_extra_args)
-    else:
-        raise PrefetchError(f"unknown source {entry.source!r}")
+
+def folder_problem(folder: Path) -> str | None:
+    """Why OpenVINO GenAI could not load `folder` (missing files), or None if it looks loadable."""
+    from utils.model_check import ModelFolderError, check_model_folder
+
+    try:
+        check_model_folder(folder)
+    except ModelFolderError as error:
+        return str(error)
+    return None
 
 
 def run_plan(plan: Sequence[PlannedModel], fetch: Callable[[PlannedModel], None] = fetch_model) -> None:
-    """Fetch every planned model in turn; a failure is recorded and the next model still runs."""
+    """Fetch every planned model in turn, then check every folder's files.
+
+    A failure is recorded in the entry (status and message) and the next model
+    still runs; a folder that is there but lacks files counts as failed too.
+    """
     for entry in plan:
-        if entry.status != PLANNED:
-            continue
-        if is_complete(entry.spec.path):  # made ready meanwhile (e.g. by the offline pair's build)
+        if entry.status == PLANNED and is_complete(entry.spec.path):  # made meanwhile (offline build)
             entry.status = ALREADY_THERE
-        else:
+        if entry.status == PLANNED:
             print(f"fetching {entry.spec.folder_name} from {entry.source} ...", flush=True)
             started = time.perf_counter()
             try:
@@ -166,37 +169,46 @@ def run_plan(plan: Sequence[PlannedModel], fetch: Callable[[PlannedModel], None]
                 entry.status = FETCHED
             except Exception as error:  # reported in the table; KeyboardInterrupt still stops
                 entry.status = FAILED
-                entry.message = f"{type(error).__name__}: {_first_line(str(error))}"
+                entry.message = f"{type(error).__name__}: {_first_lines(str(error))}"
             entry.seconds = time.perf_counter() - started
+        if entry.status != FAILED:
+            problem = folder_problem(entry.spec.path)
+            if problem:
+                entry.status, entry.message = FAILED, problem
         entry.size_bytes = folder_size_bytes(entry.spec.path) if entry.spec.path.exists() else 0
 
 
-def _first_line(text: str, limit: int = 300) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    first = lines[0] if lines else ""
-    return first if len(first) <= limit else first[: limit - 1] + "…"
+def _first_lines(text: str, count: int = 2, limit: int = 400) -> str:
+    """The first `count` non-empty lines of an error message, on one line, at most `limit` characters."""
+    joined = " ".join([line.strip() for line in text.splitlines() if line.strip()][:count])
+    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
 
 
 def format_table(plan: Sequence[PlannedModel]) -> str:
-    """A plain-text table: pair, role, folder, source, MB on disk, seconds, status."""
+    """A plain-text table (pair, role, folder, source, MB on disk, seconds, status), then any errors."""
     header = ("pair", "role", "folder", "source", "MB on disk", "seconds", "status")
-    rows = [
-        (entry.pair, entry.role, entry.spec.folder_name, entry.source,
-         f"{entry.size_bytes / 1e6:.1f}" if entry.status != PLANNED else f"~{entry.spec.disk_gb * 1e3:.0f} (est.)",
-         f"{entry.seconds:.0f}" if entry.status in (FETCHED, FAILED) else "-",
-         entry.status + (f" ({entry.message})" if entry.message else ""))
-        for entry in plan
-    ]
+    rows, notes = [], []
+    for entry in plan:
+        status = entry.status
+        if entry.message:
+            notes.append(f"[{len(notes) + 1}] {entry.spec.folder_name}: {entry.message}")
+            status += f" [{len(notes)}]"
+        rows.append((
+            entry.pair, entry.role, entry.spec.folder_name, entry.source,
+            f"{entry.size_bytes / 1e6:.1f}" if entry.status != PLANNED else f"~{entry.spec.disk_gb * 1e3:.0f} (est.)",
+            f"{entry.seconds:.1f}" if entry.status in (FETCHED, FAILED) else "-",
+            status,
+        ))
     total_mb = sum(entry.size_bytes for entry in plan) / 1e6
     still_to_fetch_mb = sum(entry.spec.disk_gb * 1e3 for entry in plan if entry.status == PLANNED)
     rows.append(("total", "", "", "", f"{total_mb:.1f}", "",
                  f"+ ~{still_to_fetch_mb:.0f} MB to fetch (est.)" if still_to_fetch_mb else ""))
-    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header) - 1)]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
 
     def line(row: Sequence[str]) -> str:
-        return "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)) + "  " + str(row[-1])
+        return "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
 
-    return "\n".join([line(header), line(["-" * w for w in widths] + ["------"]), *map(line, rows)]).rstrip()
+    return "\n".join([line(header), line(["-" * width for width in widths]), *map(line, rows), *notes])
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -229,8 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = models_dir()
     try:
         plan = plan_prefetch(arguments.pairs, arguments.source)
-        root.mkdir(parents=True, exist_ok=True)
-        problems = resource_problems(plan, shutil.disk_usage(root).free, total_memory_bytes())
+        existing = next(folder for folder in (root, *root.parents) if folder.exists())
+        problems = resource_problems(plan, shutil.disk_usage(existing).free, total_memory_bytes())
         if problems and not (arguments.allow_low_resources or arguments.dry_run):
             raise PrefetchError("; ".join(problems) + " (or pass --allow-low-resources)")
     except (PrefetchError, KeyError) as error:
@@ -240,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     if not arguments.dry_run:
+        root.mkdir(parents=True, exist_ok=True)
         run_plan(plan)
     print(format_table(plan))
     if arguments.models_dir is not None:

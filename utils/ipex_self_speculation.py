@@ -1,0 +1,737 @@
+"""IPEX-LLM self-speculative decoding, measured: load, generate, read its statistics, compare.
+
+IPEX-LLM (archived by Intel) loads a model twice when ``speculative=True``: the
+main model in the precision you ask for (bf16 on CPU, fp16 on Intel GPUs) and a
+``sym_int4`` copy of the same checkpoint that drafts tokens for it. The draft
+stops proposing when its top probability falls below ``th_stop_draft`` (or after
+``max_step_draft`` tokens); the main model then verifies the proposal in one pass.
+
+The API, in the order notebook 04 uses it::
+
+    view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")
+    recipe = seed_recipe(pick_device())                       # bf16 on CPU, fp16 on XPU
+    model, tokenizer = load_self_speculative(view, recipe)    # main + INT4 draft
+    ids = encode_chat(tokenizer, "Why is the sky blue?")
+    run = generate_greedy(model, ids, max_new_tokens=48)      # speculative; run.stats from IPEX-LLM
+    plain = generate_greedy(model, ids, max_new_tokens=48, speculative=False)   # same weights, no draft
+
+Only this module's functions that take a model import torch / ipex_llm, and they
+do so inside the function: the module itself imports anywhere (the main venv's
+tests use its pure helpers). Run ``python -m utils.ipex_self_speculation peak-rss``
+in the IPEX-LLM environment to measure a load's peak memory in a fresh process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from utils.paths import REPO_ROOT
+from utils.text_compare import first_divergence
+
+# The seed article's recipe: bf16 on CPU, fp16 on Intel GPUs ("xpu").
+SEED_RECIPES: dict[str, dict[str, str]] = {
+    "cpu": {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"},
+    "xpu": {"torch_dtype": "float16", "load_in_low_bit": "fp16"},
+}
+DRAFT_OPTIONS = ("th_stop_draft", "max_step_draft", "auto_th_stop_draft", "min_step_draft", "hf_adjust")
+IPEX_DEFAULTS = {"th_stop_draft": 0.8, "max_step_draft": 8, "auto_th_stop_draft": True, "min_step_draft": 3}
+LONG_PROMPT_MIN_TOKENS = 256
+BYTES_PER_WEIGHT = {"bf16": 2.0, "fp16": 2.0, "sym_int4": 0.5625}  # int4: 4 bits + one fp16 scale per 32
+
+
+class SelfSpeculationError(ValueError):
+    """An input IPEX-LLM self-speculation cannot use; the message says what to do instead."""
+
+
+# --------------------------------------------------------------------------- the model folder
+
+
+def check_hf_folder(folder: Path | str) -> Path:
+    """The Hugging Face model folder, checked before anything is loaded."""
+    folder = Path(folder).expanduser()
+    how = ("Prepare it from the main environment: `python3 tutorial.py lab`, or "
+           "`.venv/bin/python -m utils.offline_pair` in the repository.")
+    if not folder.is_dir():
+        raise SelfSpeculationError(f"Model folder {folder} does not exist. {how}")
+    missing = [name for name in ("config.json", "tokenizer.json") if not (folder / name).is_file()]
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
+        missing.append("*.safetensors")
+    if missing:
+        raise SelfSpeculationError(f"Model folder {folder} is incomplete (missing {', '.join(missing)}). {how}")
+    return folder
+
+
+def legacy_config(config: dict) -> dict:
+    """A config.json that transformers 4.37 reads as the newer transformers meant it.
+
+    transformers >= 5 nests ``rope_theta`` under ``rope_parameters`` and writes
+    ``dtype``; 4.37 would silently fall back to rope_theta=10000 (wrong positions).
+    """
+    fixed = dict(config)
+    rope = fixed.get("rope_parameters") or {}
+    if "rope_theta" not in fixed and "rope_theta" in rope:
+        fixed["rope_theta"] = rope["rope_theta"]
+    if rope.get("rope_type", "default") != "default" and "rope_scaling" not in fixed:
+        raise SelfSpeculationError(f"RoPE type {rope['rope_type']!r} cannot be translated for transformers 4.37.")
+    if "torch_dtype" not in fixed and "dtype" in fixed:
+        fixed["torch_dtype"] = fixed["dtype"]
+    return fixed
+
+
+def legacy_tokenizer_json(tokenizer: dict) -> dict:
+    """A tokenizer.json that `tokenizers` 0.15 (pinned by transformers 4.37) can parse.
+
+    Newer `tokenizers` write BPE merges as ``["a", "b"]`` pairs and add
+    ``ignore_merges``; 0.15 expects ``"a b"`` strings and rejects the new key.
+    """
+    fixed = json.loads(json.dumps(tokenizer))
+    model = fixed.get("model", {})
+    if model.get("type") == "BPE":
+        merges = []
+        for merge in model.get("merges", []):
+            if isinstance(merge, list):
+                if any(" " in part for part in merge):
+                    raise SelfSpeculationError("A BPE merge contains a space; it cannot be written in the old format.")
+                merge = " ".join(merge)
+            merges.append(merge)
+        model["merges"] = merges
+        model.pop("ignore_merges", None)
+    return fixed
+
+
+def legacy_tokenizer_config(config: dict, chat_template: str | None) -> dict:
+    """tokenizer_config.json for transformers 4.37: a class it knows and the chat template inline."""
+    fixed = dict(config)
+    fixed["tokenizer_class"] = "PreTrainedTokenizerFast"
+    fixed.pop("backend", None)
+    fixed["model_input_names"] = ["input_ids", "attention_mask"]  # token_type_ids would break generate()
+    if chat_template and "chat_template" not in fixed:
+        fixed["chat_template"] = chat_template
+    return fixed
+
+
+def legacy_model_view(folder: Path | str, view: Path | str) -> Path:
+    """A folder transformers 4.37 loads correctly: fixed small files, weights linked (not copied).
+
+    Returns `view`. Safe to call again; it rewrites the small files each time.
+    """
+    source = check_hf_folder(folder).resolve()
+    view = Path(view)
+    view.mkdir(parents=True, exist_ok=True)
+    read = lambda name: json.loads((source / name).read_text(encoding="utf-8"))  # noqa: E731
+    write = lambda name, data: (view / name).write_text(json.dumps(data, indent=1, ensure_ascii=False),  # noqa: E731
+                                                        encoding="utf-8")
+    write("config.json", legacy_config(read("config.json")))
+    write("tokenizer.json", legacy_tokenizer_json(read("tokenizer.json")))
+    template_file = source / "chat_template.jinja"
+    template = template_file.read_text(encoding="utf-8") if template_file.is_file() else None
+    tokenizer_config = read("tokenizer_config.json") if (source / "tokenizer_config.json").is_file() else {}
+    write("tokenizer_config.json", legacy_tokenizer_config(tokenizer_config, template))
+    for item in source.iterdir():
+        if item.name in {"config.json", "tokenizer.json", "tokenizer_config.json"} or item.name.startswith("."):
+            continue
+        link = view / item.name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(item)
+    return view
+
+
+# --------------------------------------------------------------------------- device, recipe, loading
+
+
+def pick_device() -> str:
+    """'xpu' when an Intel GPU is visible to torch, else 'cpu'."""
+    import torch
+
+    xpu = getattr(torch, "xpu", None)
+    return "xpu" if xpu is not None and xpu.is_available() else "cpu"
+
+
+def seed_recipe(device: str) -> dict[str, str]:
+    """The seed article's `from_pretrained` precision settings for a device ('cpu' or 'xpu')."""
+    if device not in SEED_RECIPES:
+        raise SelfSpeculationError(f"Unknown device {device!r}: IPEX-LLM runs on 'cpu' or 'xpu' (Intel GPU).")
+    return dict(SEED_RECIPES[device])
+
+
+def set_threads(threads: int) -> int:
+    """Use `threads` intra-op threads in this process (torch); returns what torch reports."""
+    import torch
+
+    if threads < 1:
+        raise SelfSpeculationError(f"threads must be >= 1, got {threads}.")
+    torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def load_tokenizer(view: Path | str) -> Any:
+    """The model's tokenizer, checked: eos must end the assistant's turn and no token_type_ids."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(view))
+    if tokenizer.eos_token != "<|im_end|>" and tokenizer.chat_template and "<|im_end|>" in tokenizer.chat_template:
+        raise SelfSpeculationError(
+            f"eos token is {tokenizer.eos_token!r}, but chat turns end with '<|im_end|>': generation would not "
+            "stop at the end of the answer. Rebuild the folder (python -m utils.offline_pair --force).")
+    if "token_type_ids" in tokenizer("a"):
+        raise SelfSpeculationError("The tokenizer returns token_type_ids, which breaks generate(); "
+                                   "set model_input_names to ['input_ids', 'attention_mask'].")
+    return tokenizer
+
+
+def load_self_speculative(view: Path | str, recipe: dict[str, str], speculative: bool = True) -> tuple[Any, Any]:
+    """The seed's call, verbatim but for the precision from `recipe`; returns (model, tokenizer).
+
+    ``speculative=True`` also loads the INT4 draft into ``model.draft_model``.
+    The device placement (``.to('xpu')``) is done here for Intel GPUs.
+    """
+    import torch
+    from transformers.utils import logging as transformers_logging
+
+    tokenizer = load_tokenizer(view)
+    transformers_logging.set_verbosity_error()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from ipex_llm.transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(
+            str(view),
+            optimize_model=True,
+            torch_dtype=getattr(torch, recipe["torch_dtype"]),
+            load_in_low_bit=recipe["load_in_low_bit"],
+            speculative=speculative,
+            trust_remote_code=True,
+            use_cache=True,
+        )
+    if recipe["torch_dtype"] == "float16":
+        model = model.to("xpu")
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def encode_chat(tokenizer: Any, user_message: str, min_tokens: int = 0) -> Any:
+    """Token ids (a 1 x n tensor) of a user message in the chat template, ready for generation."""
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": user_message}],
+                                        add_generation_prompt=True, return_tensors="pt")
+    if ids.shape[1] < min_tokens:
+        raise SelfSpeculationError(f"The prompt has {ids.shape[1]} tokens, fewer than the {min_tokens} required.")
+    return ids
+
+
+def check_weights(model: Any, tokenizer: Any, max_perplexity: float = 100.0) -> float:
+    """Perplexity of the model on a plain English sentence; raises if the weights look random.
+
+    A randomly initialised lm_head (a known trap of GGUF conversions with
+    ``tie_word_embeddings=False``) gives a perplexity in the tens of thousands.
+    """
+    import torch
+
+    text = ("The cat sat on the mat. It was a sunny day, and the children were playing in the park "
+            "while their parents talked about the weather.")
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    with torch.no_grad():
+        logits = model(ids).logits.float()
+    loss = torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:])
+    perplexity = float(torch.exp(loss))
+    if not perplexity < max_perplexity:
+        raise SelfSpeculationError(
+            f"Perplexity {perplexity:.0f} on plain English: the weights (probably lm_head) are wrong. "
+            "Rebuild the model folder: python -m utils.offline_pair --force")
+    return perplexity
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@dataclass
+class SpeculationStats:
+    """What IPEX-LLM recorded about its last speculative `generate` call (reset on every call).
+
+    drafted_per_step[i]: tokens the INT4 draft proposed in verify step i.
+    tokens_per_step[i]: tokens step i added (accepted drafts + the main model's own token).
+    Times in seconds.
+    """
+
+    drafted: int
+    accepted: int
+    drafted_per_step: list[int]
+    tokens_per_step: list[int]
+    draft_seconds: list[float]
+    verify_seconds: list[float]
+    first_token_seconds: float
+    generated_tokens: int
+
+    @property
+    def steps(self) -> int:
+        return len(self.tokens_per_step)
+
+    @property
+    def accepted_per_step(self) -> list[int]:
+        return [tokens - 1 for tokens in self.tokens_per_step]
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / drafted tokens: the fraction of the draft's proposals the main model kept."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_tokens_per_step(self) -> float:
+        return statistics.mean(self.tokens_per_step) if self.tokens_per_step else 0.0
+
+    @property
+    def mean_drafted_per_step(self) -> float:
+        return statistics.mean(self.drafted_per_step) if self.drafted_per_step else 0.0
+
+    @property
+    def draft_seconds_per_token(self) -> float:
+        """Time of one draft (INT4) forward pass, averaged over all drafted tokens."""
+        return sum(self.draft_seconds) / self.drafted if self.drafted else 0.0
+
+    @property
+    def verify_seconds_per_step(self) -> float:
+        return statistics.mean(self.verify_seconds) if self.verify_seconds else 0.0
+
+    def summary(self) -> dict:
+        return {
+            "verify steps": self.steps,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance": round(self.acceptance_rate, 3),
+            "tokens/step": round(self.mean_tokens_per_step, 2),
+            "draft ms/token": round(1000 * self.draft_seconds_per_token, 1),
+            "verify ms/step": round(1000 * self.verify_seconds_per_step, 1),
+            "first token ms": round(1000 * self.first_token_seconds, 1),
+        }
+
+
+def read_speculation_stats(model: Any) -> SpeculationStats:
+    """IPEX-LLM's own counters from the model after a speculative `generate` call.
+
+    IPEX-LLM stores them as attributes: ``n_drafted``, ``n_matched`` (accepted
+    drafts), ``draft_num`` / ``accept_num`` (per verify step; accept_num counts
+    the main model's own token too), ``draft_time`` / ``verify_time`` (lists of
+    seconds), ``first_token_time``, ``n_token_generated``.
+    """
+    needed = ("n_drafted", "n_matched", "draft_num", "accept_num", "draft_time", "verify_time",
+              "first_token_time", "n_token_generated")
+    missing = [name for name in needed if not hasattr(model, name)]
+    if missing:
+        raise SelfSpeculationError(
+            f"The model has no speculation statistics ({', '.join(missing)} missing): load it with "
+            "speculative=True and call generate() first.")
+    stats = SpeculationStats(
+        drafted=int(model.n_drafted),
+        accepted=int(model.n_matched),
+        drafted_per_step=[int(n) for n in model.draft_num],
+        tokens_per_step=[int(n) for n in model.accept_num],
+        draft_seconds=[float(t) for t in model.draft_time],
+        verify_seconds=[float(t) for t in model.verify_time],
+        first_token_seconds=float(model.first_token_time),
+        generated_tokens=int(model.n_token_generated),
+    )
+    if len(stats.drafted_per_step) != len(stats.tokens_per_step) or sum(stats.drafted_per_step) != stats.drafted:
+        raise SelfSpeculationError("Inconsistent IPEX-LLM statistics: per-step lists do not add up to the totals.")
+    return stats
+
+
+# --------------------------------------------------------------------------- generation
+
+
+@contextmanager
+def draft_disabled(model: Any) -> Iterator[Any]:
+    """Temporarily hide ``model.draft_model``: IPEX-LLM's generate then decodes plainly, same weights."""
+    draft = model.__dict__.get("_modules", {}).pop("draft_model", None)
+    try:
+        yield model
+    finally:
+        if draft is not None:
+            model._modules["draft_model"] = draft
+
+
+@dataclass
+class GenerationRun:
+    """One greedy generation: the new tokens, its wall time and (speculative) IPEX-LLM's statistics."""
+
+    token_ids: list[int]
+    seconds: float
+    speculative: bool
+    stats: SpeculationStats | None = None
+
+    @property
+    def generated_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def seconds_per_token(self) -> float:
+        return self.seconds / self.generated_tokens if self.token_ids else float("nan")
+
+
+def check_generate_inputs(input_ids: Any, max_new_tokens: Any, draft_options: dict) -> None:
+    """Raise (before any work) for inputs IPEX-LLM's self-speculation mishandles silently or cryptically."""
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+        raise SelfSpeculationError(
+            f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}. Pass it explicitly: without it "
+            "IPEX-LLM's speculative generate stops after 10 tokens.")
+    shape = tuple(getattr(input_ids, "shape", ()))
+    if len(shape) != 2:
+        raise SelfSpeculationError(f"input_ids must be a 2-D tensor (1 x prompt length), got shape {shape}.")
+    if shape[0] != 1:
+        raise SelfSpeculationError(
+            f"IPEX-LLM self-speculation handles one sequence at a time (batch size 1); got a batch of {shape[0]}. "
+            "Loop over the prompts instead.")
+    unknown = sorted(set(draft_options) - set(DRAFT_OPTIONS))
+    if unknown:
+        raise SelfSpeculationError(f"Unknown draft option(s) {unknown}; IPEX-LLM knows {list(DRAFT_OPTIONS)}.")
+    threshold = draft_options.get("th_stop_draft")
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise SelfSpeculationError(f"th_stop_draft is a probability in [0, 1], got {threshold}.")
+    steps = draft_options.get("max_step_draft")
+    if steps is not None and (not isinstance(steps, int) or steps < 1):
+        raise SelfSpeculationError(f"max_step_draft must be an integer >= 1, got {steps!r}.")
+
+
+def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculative: bool = True,
+                    **draft_options: Any) -> GenerationRun:
+    """Greedy generation with (or, ``speculative=False``, without) the INT4 draft; timed.
+
+    The ids go in by position: ``generate(**tokenizer(...))`` crashes in
+    IPEX-LLM's speculative path. `draft_options` are IPEX-LLM's
+    (``th_stop_draft``, ``max_step_draft``, ``auto_th_stop_draft``, ...).
+    """
+    import torch
+
+    check_generate_inputs(input_ids, max_new_tokens, draft_options)
+    if speculative and not hasattr(model, "draft_model"):
+        raise SelfSpeculationError("This model has no draft: load it with speculative=True.")
+    if not speculative and draft_options:
+        raise SelfSpeculationError(f"Draft options {sorted(draft_options)} have no effect without speculation.")
+    with torch.inference_mode(), (draft_disabled(model) if not speculative else _nothing()):
+        started = time.perf_counter()
+        output = model.generate(input_ids, max_new_tokens=max_new_tokens, do_sample=False, **draft_options)
+        seconds = time.perf_counter() - started
+    new_ids = [int(token) for token in output[0, input_ids.shape[1]:]]
+    stats = read_speculation_stats(model) if speculative else None
+    return GenerationRun(token_ids=new_ids, seconds=seconds, speculative=speculative, stats=stats)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
+
+
+def decode_step_seconds(model: Any, input_ids: Any, steps: int = 16, repeats: int = 3) -> float:
+    """Median time of one plain decode step: (time for 1 + steps tokens - time for 1 token) / steps.
+
+    Works for the main model (its draft hidden) and for ``model.draft_model``
+    alone, so the two are timed the same way. Generation ignores eos here.
+    """
+    import torch
+
+    def timed(tokens: int) -> float:
+        with torch.inference_mode():
+            started = time.perf_counter()
+            model.generate(input_ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
+            return time.perf_counter() - started
+
+    with draft_disabled(model):
+        timed(1 + steps)  # warm-up
+        samples = [(timed(1 + steps) - timed(1)) / steps for _ in range(repeats)]
+    return statistics.median(samples)
+
+
+# --------------------------------------------------------------------------- comparisons and sweeps
+
+
+@dataclass
+class Comparison:
+    """Plain vs speculative greedy on one prompt with one draft setting (medians over repeats)."""
+
+    prompt_id: str
+    setting: dict
+    prompt_tokens: int
+    plain_tokens: int
+    speculative_tokens: int
+    plain_seconds: float
+    speculative_seconds: float
+    acceptance_rate: float
+    tokens_per_step: float
+    drafted_per_step: float
+    draft_ms_per_token: float
+    verify_ms_per_step: float
+    first_divergence: int | None
+    plain_ids: list[int] = field(repr=False, default_factory=list)
+    speculative_ids: list[int] = field(repr=False, default_factory=list)
+    stats: SpeculationStats | None = field(repr=False, default=None)
+
+    @property
+    def speedup(self) -> float:
+        """Per-token speed-up: plain seconds/token over speculative seconds/token (token counts may differ)."""
+        return (self.plain_seconds / self.plain_tokens) / (self.speculative_seconds / self.speculative_tokens)
+
+    def row(self) -> dict:
+        return {
+            "prompt": self.prompt_id,
+            **self.setting,
+            "prompt tokens": self.prompt_tokens,
+            "tokens plain/spec": f"{self.plain_tokens}/{self.speculative_tokens}",
+            "speed-up": round(self.speedup, 2),
+            "acceptance": round(self.acceptance_rate, 2),
+            "tokens/step": round(self.tokens_per_step, 2),
+            "drafted/step": round(self.drafted_per_step, 2),
+            "first difference": "identical" if self.first_divergence is None else self.first_divergence,
+        }
+
+
+def compare_plain_and_speculative(
+    model: Any,
+    prompts: dict[str, Any],
+    settings: Sequence[dict],
+    *,
+    max_new_tokens: int,
+    repeats: int = 3,
+) -> list[Comparison]:
+    """For each prompt and draft setting: plain vs speculative greedy, interleaved, medians of `repeats`.
+
+    `prompts` maps a prompt id to its input ids. Plain runs are shared by all
+    settings of a prompt; every (prompt, setting) gets one untimed warm-up.
+    """
+    if repeats < 1:
+        raise SelfSpeculationError(f"repeats must be >= 1, got {repeats}.")
+    for options in settings:
+        check_generate_inputs(next(iter(prompts.values())), max_new_tokens, options)
+    results = []
+    for prompt_id, ids in prompts.items():
+        generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=False)  # warm-up
+        plain_runs: list[GenerationRun] = []
+        spec_runs: dict[int, list[GenerationRun]] = {index: [] for index in range(len(settings))}
+        for index, options in enumerate(settings):
+            generate_greedy(model, ids, max_new_tokens=max_new_tokens, **options)  # warm-up
+        for _ in range(repeats):
+            plain_runs.append(generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=False))
+            for index, options in enumerate(settings):
+                spec_runs[index].append(generate_greedy(model, ids, max_new_tokens=max_new_tokens, **options))
+        plain = _median_run(plain_runs)
+        for index, options in enumerate(settings):
+            spec = _median_run(spec_runs[index])
+            stats = spec.stats
+            results.append(Comparison(
+                prompt_id=prompt_id,
+                setting=dict(options),
+                prompt_tokens=int(ids.shape[1]),
+                plain_tokens=plain.generated_tokens,
+                speculative_tokens=spec.generated_tokens,
+                plain_seconds=plain.seconds,
+                speculative_seconds=spec.seconds,
+                acceptance_rate=stats.acceptance_rate,
+                tokens_per_step=stats.mean_tokens_per_step,
+                drafted_per_step=stats.mean_drafted_per_step,
+                draft_ms_per_token=1000 * stats.draft_seconds_per_token,
+                verify_ms_per_step=1000 * stats.verify_seconds_per_step,
+                first_divergence=first_divergence(plain.token_ids, spec.token_ids),
+                plain_ids=plain.token_ids,
+                speculative_ids=spec.token_ids,
+                stats=stats,
+            ))
+    return results
+
+
+def _median_run(runs: Sequence[GenerationRun]) -> GenerationRun:
+    """The run with the median wall time (odd count) or the faster of the middle two."""
+    ordered = sorted(runs, key=lambda run: run.seconds)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def sweep_settings(thresholds: Sequence[float] = (), max_steps: Sequence[int] = (),
+                   auto_threshold: Sequence[bool] = (True,)) -> list[dict]:
+    """Draft settings to try: every threshold x auto on/off (default max_step_draft), then every max_step_draft."""
+    settings = [{"th_stop_draft": threshold, "auto_th_stop_draft": auto}
+                for threshold in thresholds for auto in auto_threshold]
+    settings += [{"max_step_draft": steps} for steps in max_steps]
+    return settings
+
+
+def setting_label(setting: dict) -> str:
+    """Short label, e.g. 'th=0.6 auto', 'th=0.6 fixed', 'max_step=4', 'defaults'."""
+    parts = []
+    if "th_stop_draft" in setting:
+        parts.append(f"th={setting['th_stop_draft']:g}")
+    if "auto_th_stop_draft" in setting:
+        parts.append("auto" if setting["auto_th_stop_draft"] else "fixed")
+    if "max_step_draft" in setting:
+        parts.append(f"max_step={setting['max_step_draft']}")
+    return " ".join(parts) or "defaults"
+
+
+# --------------------------------------------------------------------------- why outputs differ
+
+
+def argmax_flips(model: Any, prompt_ids: Any, greedy_ids: Sequence[int], draft_hidden: bool = True) -> list[dict]:
+    """Positions where one batched forward pass over prompt + greedy tokens picks a different token.
+
+    Plain greedy decoding computes each token's logits in a one-token pass;
+    verification computes several positions in one pass. The arithmetic is the
+    same, the order of bf16 roundings is not. Each flip reports the greedy token,
+    the batched pass's choice and the batched pass's logit margin between them.
+    """
+    import torch
+
+    sequence = torch.cat([prompt_ids, torch.tensor([list(greedy_ids)], dtype=prompt_ids.dtype)], dim=1)
+    with torch.inference_mode(), (draft_disabled(model) if draft_hidden else _nothing()):
+        logits = model(sequence).logits[0].float()
+    start = prompt_ids.shape[1] - 1
+    flips = []
+    for offset, token in enumerate(greedy_ids):
+        row = logits[start + offset]
+        chosen = int(row.argmax())
+        if chosen != token:
+            flips.append({"position": offset, "greedy token": int(token), "batched choice": chosen,
+                          "logit margin": round(float(row[chosen] - row[token]), 4)})
+    return flips
+
+
+# --------------------------------------------------------------------------- cost model and pay-off
+
+
+def fit_step_cost(main_seconds: float, draft_seconds: float, main_bytes: float, draft_bytes: float) -> dict:
+    """Fit step time = overhead + weight bytes / bandwidth through the two measured points.
+
+    A two-point line, not a measurement: it assumes both precisions have the same
+    fixed per-step overhead and stream their weights at the same rate.
+    """
+    if main_bytes <= draft_bytes:
+        raise SelfSpeculationError("The main model must have more weight bytes than its draft.")
+    seconds_per_byte = (main_seconds - draft_seconds) / (main_bytes - draft_bytes)
+    if seconds_per_byte <= 0:
+        raise SelfSpeculationError(
+            f"The draft step ({draft_seconds * 1e3:.1f} ms) is not cheaper than the main step "
+            f"({main_seconds * 1e3:.1f} ms): no bandwidth can be fitted. Re-measure on a quieter machine.")
+    overhead = max(0.0, main_seconds - main_bytes * seconds_per_byte)
+    return {"overhead_seconds": overhead, "bytes_per_second": 1.0 / seconds_per_byte}
+
+
+def predicted_cost_ratio(parameters: float, fit: dict, main_format: str = "bf16", draft_format: str = "sym_int4"
+                         ) -> float:
+    """Draft/main step-time ratio c for a model with `parameters` weights, from `fit_step_cost`."""
+    step = lambda fmt: fit["overhead_seconds"] + parameters * BYTES_PER_WEIGHT[fmt] / fit["bytes_per_second"]  # noqa
+    return step(draft_format) / step(main_format)
+
+
+# --------------------------------------------------------------------------- results shared with OpenVINO
+
+
+def write_json(path: Path | str, data: Any) -> Path:
+    """Write `data` as JSON (dataclasses become dicts), creating the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=_jsonable), encoding="utf-8")
+    return path
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"Cannot write {type(value).__name__} as JSON.")
+
+
+def run_main_python(module_args: Sequence[str], python: Path | str | None = None, timeout: float = 1800,
+                    env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m <module_args>`` with the MAIN environment's python, from the repository root.
+
+    The IPEX-LLM kernel has no OpenVINO; the OpenVINO half runs there instead.
+    Raises with the child's stderr if it fails.
+    """
+    python = Path(python) if python else REPO_ROOT / ".venv" / "bin" / "python"
+    if not python.exists():
+        raise SelfSpeculationError(
+            f"{python} does not exist: the main environment is not set up. Run `python3 tutorial.py lab` first, "
+            "or set MAIN_PYTHON in the parameters cell to a python with openvino-genai.")
+    child_env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+    child_env.update(env or {})
+    completed = subprocess.run([str(python), "-m", *module_args], cwd=REPO_ROOT, capture_output=True, text=True,
+                               timeout=timeout, env=child_env)
+    if completed.returncode != 0:
+        raise RuntimeError(f"`{python} -m {' '.join(module_args)}` failed:\n{completed.stderr[-3000:]}")
+    return completed
+
+
+# --------------------------------------------------------------------------- peak memory (fresh process)
+
+
+def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", max_new_tokens: int = 32,
+                     threads: int = 1) -> dict:
+    """Peak resident memory of a fresh process that loads the model and generates once (CLI below)."""
+    arguments = [sys.executable, "-m", "utils.ipex_self_speculation", "peak-rss", "--view", str(view),
+                 "--device", device, "--max-new-tokens", str(max_new_tokens), "--threads", str(threads)]
+    if speculative:
+        arguments.append("--speculative")
+    completed = subprocess.run(arguments, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    if completed.returncode != 0:
+        raise RuntimeError(f"peak-rss measurement failed:\n{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def weight_bytes(module: Any, exclude_prefix: str = "draft_model.") -> int:
+    """Bytes of a module's parameters (shared tensors once), leaving out the attached draft."""
+    seen, total = set(), 0
+    for name, parameter in module.named_parameters():
+        if name.startswith(exclude_prefix) or parameter.data_ptr() in seen:
+            continue
+        seen.add(parameter.data_ptr())
+        total += parameter.data.nbytes
+    return total
+
+
+def _peak_rss_main(arguments: argparse.Namespace) -> None:
+    import resource
+
+    import psutil
+
+    process = psutil.Process()
+    before = process.memory_info().rss
+    set_threads(arguments.threads)
+    model, tokenizer = load_self_speculative(arguments.view, seed_recipe(arguments.device), arguments.speculative)
+    after_load = process.memory_info().rss
+    ids = encode_chat(tokenizer, "Write a short story about a lighthouse keeper.")
+    generate_greedy(model, ids, max_new_tokens=arguments.max_new_tokens, speculative=arguments.speculative)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    result = {
+        "speculative": arguments.speculative,
+        "rss_before_load_mb": before / 1e6,
+        "rss_after_load_mb": after_load / 1e6,
+        "peak_rss_mb": peak / 1e6,
+        "main_weights_mb": weight_bytes(model) / 1e6,
+        "draft_weights_mb": weight_bytes(model.draft_model) / 1e6 if arguments.speculative else 0.0,
+    }
+    print(json.dumps(result))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="IPEX-LLM self-speculation helpers (run in the IPEX-LLM env).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    peak = commands.add_parser("peak-rss", help="load + generate once, print peak RSS as JSON")
+    peak.add_argument("--view", required=True, help="folder made by legacy_model_view()")
+    peak.add_argument("--device", default="cpu", choices=sorted(SEED_RECIPES))
+    peak.add_argument("--speculative", action="store_true")
+    peak.add_argument("--max-new-tokens", type=int, default=32)
+    peak.add_argument("--threads", type=int, default=1)
+    arguments = parser.parse_args(argv)
+    if arguments.command == "peak-rss":
+        _peak_rss_main(arguments)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Get a model of the catalogue: export it with optimum-cli or download it from a hub.
+
+Every path checks free disk space first, fails fast with a clear message when
+the hub is unreachable (no hang), and writes atomically (see `atomic_folder`).
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import socket
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+from utils.atomic_folder import atomic_folder
+from utils.model_catalogue import ModelSpec
+from utils.optimum_export import export_with_optimum
+
+HUGGINGFACE_DEFAULT_ENDPOINT = "https://huggingface.co"
+MODELSCOPE_DEFAULT_ENDPOINT = "https://www.modelscope.cn"
+
+
+class HubUnreachableError(ConnectionError):
+    """The model hub cannot be reached from this machine."""
+
+
+class InsufficientDiskError(OSError):
+    """Not enough free disk space for what is about to be written."""
+
+
+def huggingface_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", HUGGINGFACE_DEFAULT_ENDPOINT)
+
+
+def modelscope_endpoint() -> str:
+    return os.environ.get("MODELSCOPE_DOMAIN", MODELSCOPE_DEFAULT_ENDPOINT)
+
+
+def can_reach(url: str, timeout_s: float = 3.0) -> bool:
+    """True if a TCP connection to `url`'s host opens within `timeout_s` (DNS included)."""
+    parsed = urlparse(url if "://" in url else f"https://{url}")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    outcome: list[bool] = []
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((parsed.hostname, port), timeout=timeout_s):
+                outcome.append(True)
+        except OSError:
+            outcome.append(False)
+
+    worker = threading.Thread(target=connect, daemon=True)  # getaddrinfo has no timeout of its own
+    worker.start()
+    worker.join(timeout_s + 0.5)
+    return bool(outcome and outcome[0])
+
+
+def require_reachable(url: str, what: str) -> None:
+    """Raise `HubUnreachableError` with what to do instead, if `url` cannot be reached."""
+    if not can_reach(url):
+        raise HubUnreachableError(
+            f"Cannot reach {what} at {url} from this machine (no network, or it is blocked). "
+            "Use the offline pair (PAIR = 'offline'), or fetch the models on a machine with a network "
+            "(`python3 tutorial.py prefetch`) and copy the models folder over.")
+
+
+def require_free_disk(folder: Path, needed_bytes: float) -> None:
+    """Raise `InsufficientDiskError` unless `folder`'s file system has `needed_bytes` free (plus 10%)."""
+    folder = Path(folder)
+    existing = folder if folder.exists() else next(p for p in folder.parents if p.exists())
+    free = shutil.disk_usage(existing).free
+    if free < needed_bytes * 1.1:
+        raise InsufficientDiskError(
+            f"Not enough free disk space in {existing}: need about {needed_bytes / 1e9:.1f} GB, "
+            f"{free / 1e9:.1f} GB free. Free some space or move the models folder with SPECDEC_MODELS_DIR.")
+
+
+def _recipe(spec: ModelSpec, source: str) -> dict:
+    return {"source": source, "huggingface_id": spec.huggingface_id, "modelscope_id": spec.modelscope_id,
+            "export_source_id": spec.export_source_id, "weight_format": spec.weight_format}
+
+
+def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | None = None) -> Path:
+    """Download a model repository from the Hugging Face hub (honours HF_ENDPOINT)."""
+    endpoint = huggingface_endpoint()
+    require_reachable(endpoint, "the Hugging Face hub")
+    from huggingface_hub import HfApi, snapshot_download
+
+    info = HfApi(endpoint=endpoint).model_info(repo_id, files_metadata=True)
+    require_free_disk(Path(destination).parent, sum(sibling.size or 0 for sibling in info.siblings))
+    with atomic_folder(Path(destination), recipe or {"huggingface_id": repo_id}) as work:
+        snapshot_download(repo_id, local_dir=work, endpoint=endpoint)
+        shutil.rmtree(work / ".cache", ignore_errors=True)
+    return Path(destination)
+
+
+def download_from_modelscope(model_id: str, destination: Path, expected_bytes: float,
+                             recipe: dict | None = None) -> Path:
+    """Download a model from ModelScope (`expected_bytes` is checked against free disk first)."""
+    require_reachable(modelscope_endpoint(), "ModelScope")
+    require_free_disk(Path(destination).parent, expected_bytes)
+    from modelscope import snapshot_download
+
+    with atomic_folder(Path(destination), recipe or {"modelscope_id": model_id}) as work:
+        snapshot_download(model_id, local_dir=str(work))
+    return Path(destination)
+
+
+def export_from_hub(spec: ModelSpec) -> Path:
+    """Run `optimum-cli export openvino` on the original checkpoint (downloaded from the Hugging Face hub)."""
+    if spec.export_source_id is None:
+        raise ValueError(f"{spec.folder_name} has no checkpoint to export; download it instead.")
+    require_reachable(huggingface_endpoint(), "the Hugging Face hub")
+    # the checkpoint download (fp16/bf16 safetensors, ~2 bytes per weight) plus the exported model
+    require_free_disk(spec.path.parent, spec.parameters * 2 + spec.disk_gb * 1e9)
+    recipe = _recipe(spec, "export") | {"optimum_intel": importlib.metadata.version("optimum-intel")}
+    return export_with_optimum(spec.export_source_id, spec.path, spec.weight_format, recipe, spec.export_extra_args)
+
+
+def get_model(spec: ModelSpec, source: str | None = None) -> Path:
+    """Make `spec` available under the models folder, unless it already is; return its folder.
+
+    `source` is one of `spec.sources` ("huggingface", "modelscope", "export");
+    by default the first one listed.
+    """
+    if spec.built_locally:
+        from utils.offline_pair import prepare_offline_models
+
+        prepare_offline_models()
+        return spec.path
+    source = source or spec.sources[0]
+    if source not in spec.sources:
+        raise ValueError(f"{spec.folder_name} cannot be obtained from '{source}'; choose one of {spec.sources}.")
+    recipe = _recipe(spec, source)
+    if spec.path.exists() and (spec.path / ".complete").exists():
+        print(f"{spec.folder_name}: already prepared, skipping")
+        return spec.path
+    if source == "huggingface":
+        return download_from_huggingface(spec.huggingface_id, spec.path, recipe)
+    if source == "modelscope":
+        return download_from_modelscope(spec.modelscope_id, spec.path, spec.disk_gb * 1e9, recipe)
+    return export_from_hub(spec)
+
