@@ -1,0 +1,51 @@
+"""Show lists of records as tables in a notebook (no pandas needed)."""
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+
+def _cell(value) -> str:
+    if isinstance(value, bool):
+        return "✅" if value else "—"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return html.escape("" if value is None else str(value))
+
+
+def html_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> str:
+    """An HTML table with one row per record and one column per key."""
+    if not rows:
+        return "<p><i>(no rows)</i></p>"
+    columns = list(columns or rows[0].keys())
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def show_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> None:
+    """Display `rows` as a table in Jupyter (plain text elsewhere)."""
+    from IPython.display import HTML, display
+
+    display(HTML(html_table(rows, columns)))
+
+
+def text_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> str:
+    """A fixed-width text table, for command-line output."""
+    if not rows:
+        return "(no rows)"
+    columns = list(columns or rows[0].keys())
+
+    def text(value) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.3g}"
+        return "" if value is None else str(value)
+
+    cells = [[text(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(str(c)), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(columns, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
