@@ -187,3 +187,15 @@ def pair_table() -> list[dict]:
                 "ready": (spec.path / ".complete").exists(),
             })
     return rows
+
+
+def pair_fit_table(ram_available_gb: float, disk_free_gb: float) -> list[dict]:
+    """For each pair: does it fit this machine's free RAM (both models loaded) and free disk?"""
+    rows = []
+    for pair in PAIRS.values():
+        ram = pair.main.run_memory_gb + pair.draft.run_memory_gb
+        disk = pair.main.disk_gb + pair.draft.disk_gb
+        rows.append({"pair": pair.name, "RAM needed GB (est.)": round(ram, 1), "fits RAM": ram <= ram_available_gb,
+                     "disk needed GB (est.)": round(disk, 1), "fits disk": disk <= disk_free_gb,
+                     "needs network": pair.needs_network})
+    return rows
