@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,7 +100,8 @@ def test_summary_records_pass_failure_and_missing_kernel(
     page = (output / "summary.html").read_text()
     assert "1 passed, 2 failed, 0 skipped" in page
     assert "ValueError: the draft is too slow" in page
-    assert 'href="02-fails.ipynb"' in page
+    assert 'href="02-fails.html"' in page and 'href="02-fails.ipynb"' in page
+    assert "the draft is too slow" in (output / "02-fails.html").read_text()  # the traceback, for a browser
     assert "cpu_count" in page
     assert "passed in" in capsys.readouterr().out
 
@@ -135,6 +137,11 @@ def test_unreadable_notebook_and_missing_path(tmp_path: Path) -> None:
 
     assert run_notebooks.main([str(tmp_path / "absent.ipynb"), "--output", str(tmp_path / "out")]) == 2
 
+    source = write_notebook(tmp_path / "source.ipynb", ["x = 1"])
+    before = source.read_text()
+    assert run_notebooks.main([str(source), "--output", str(tmp_path)]) == 2  # would overwrite its source
+    assert source.read_text() == before
+
 
 def test_command_line_help() -> None:
     result = subprocess.run(
@@ -143,3 +150,13 @@ def test_command_line_help() -> None:
     )
     assert "--timeout" in result.stdout and "--output" in result.stdout
     assert "summary.html" in result.stdout
+
+
+def test_teachers_guide_solutions_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every ```python block of docs/teachers-guide.md runs, in order, and its asserts hold."""
+    guide = (REPO_ROOT / "docs" / "teachers-guide.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", guide, flags=re.DOTALL | re.MULTILINE)
+    assert len(blocks) >= 4, "the guide's exercises lost their solution code"
+    for number, block in enumerate(blocks, start=1):
+        exec(compile(block, f"teachers-guide.md python block {number}", "exec"), {"__name__": "__guide__"})
+    assert "predicted speed-up 2.80x" in capsys.readouterr().out

@@ -2,9 +2,9 @@
 
 Each notebook runs in a fresh kernel named by its own metadata (falling back to
 ``python3``), with its folder as the working directory, as in JupyterLab. The
-executed notebooks, ``summary.json`` and a self-contained ``summary.html``
-(run time and outcome per notebook, plus the machine it ran on) go to the
-output folder.
+executed notebooks (``.ipynb`` and a browser-readable ``.html``),
+``summary.json`` and ``summary.html`` (run time and outcome per notebook, plus
+the machine it ran on) go to the output folder.
 
     python -m utils.run_notebooks                       # every notebooks/*.ipynb
     python -m utils.run_notebooks notebooks/01-*.ipynb --timeout 900
@@ -29,7 +29,7 @@ from typing import Sequence
 from utils.paths import REPO_ROOT, build_dir
 
 FALLBACK_KERNEL = "python3"
-DEFAULT_CELL_TIMEOUT_SECONDS = 1200
+DEFAULT_CELL_TIMEOUT_SECONDS = 3600  # as the nbval run in `tutorial.py test`
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
 
@@ -42,6 +42,7 @@ class NotebookOutcome:
     status: str  # PASSED, FAILED or SKIPPED
     seconds: float
     executed_path: str | None = None
+    html_path: str | None = None  # the executed notebook rendered for a browser
     failed_cell_number: int | None = None  # 1 = the notebook's first cell (markdown included)
     failed_cell_source: str | None = None  # first line of that cell's code
     error_name: str | None = None
@@ -83,7 +84,7 @@ def run_notebook(
     """Execute one notebook in its own kernel and save the executed copy.
 
     Never raises for a notebook that fails: the failure (error name, message,
-    cell index) is returned in the outcome, and the partly executed notebook
+    failing cell) is returned in the outcome, and the partly executed notebook
     is still written so the failing cell's output can be inspected.
     """
     import nbformat
@@ -95,17 +96,17 @@ def run_notebook(
     try:
         notebook = nbformat.read(notebook_path, as_version=4)
     except Exception as error:  # not JSON, not a notebook, unreadable
-        return NotebookOutcome(name, "?", FAILED, 0.0, None, None, None, type(error).__name__,
-                               f"cannot read the notebook: {_one_line(str(error))}")
+        return NotebookOutcome(name, "?", FAILED, 0.0, error_name=type(error).__name__,
+                               error_message=f"cannot read the notebook: {_one_line(str(error))}")
     kernel = kernel_name_of(notebook)
     if available_kernels is not None and kernel not in available_kernels:
         message = (
             f"Jupyter kernel {kernel!r} is not installed here (installed: "
             f"{', '.join(sorted(available_kernels)) or 'none'}). Install it, "
-            "e.g. with `python3 tutorial.py`, then run again."
+            "e.g. with `python3 tutorial.py setup`, then run again."
         )
         status = SKIPPED if skip_missing_kernels else FAILED
-        return NotebookOutcome(name, kernel, status, 0.0, None, None, None, "NoSuchKernel", message)
+        return NotebookOutcome(name, kernel, status, 0.0, error_name="NoSuchKernel", error_message=message)
 
     current_cell: dict[str, int] = {"index": -1}
 
@@ -141,7 +142,21 @@ def run_notebook(
     executed_path = output_dir / name
     nbformat.write(notebook, executed_path)
     outcome.executed_path = str(executed_path)
+    outcome.html_path = render_html(notebook, executed_path.with_suffix(".html"))
     return outcome
+
+
+def render_html(notebook: dict, destination: Path) -> str | None:
+    """Write the executed notebook as a standalone HTML page; None if nbconvert cannot."""
+    try:
+        from nbconvert import HTMLExporter
+
+        body, _ = HTMLExporter().from_notebook_node(notebook)
+    except Exception as error:  # a missing template must not hide the run's outcome
+        print(f"  (no HTML copy of {destination.stem}: {type(error).__name__}: {error})", file=sys.stderr)
+        return None
+    destination.write_text(body, encoding="utf-8")
+    return str(destination)
 
 
 def machine_description() -> dict[str, str | int | None]:
@@ -161,11 +176,12 @@ def summary_html(outcomes: Sequence[NotebookOutcome], machine: dict) -> str:
     colours = {PASSED: "#d7f5dd", FAILED: "#fbd5d5", SKIPPED: "#eeeeee"}
     rows = []
     for outcome in outcomes:
-        link = (
-            f'<a href="{html.escape(Path(outcome.executed_path).name)}">{html.escape(outcome.notebook)}</a>'
-            if outcome.executed_path
-            else html.escape(outcome.notebook)
-        )
+        link = html.escape(outcome.notebook)
+        if outcome.html_path:
+            link = f'<a href="{html.escape(Path(outcome.html_path).name)}">{link}</a>'
+        if outcome.executed_path:
+            link += f' (<a href="{html.escape(Path(outcome.executed_path).name)}">.ipynb</a>)'
+
         details = ""
         if outcome.error_name:
             where = (f"cell {outcome.failed_cell_number} ({outcome.failed_cell_source}): "
@@ -221,6 +237,10 @@ def run_notebooks(
     missing = [str(path) for path in notebooks if not Path(path).is_file()]
     if missing:
         raise FileNotFoundError(f"No such notebook: {', '.join(missing)}")
+    overwritten = [str(path) for path in notebooks if Path(path).resolve().parent == Path(output_dir).resolve()]
+    if overwritten:
+        raise ValueError(f"--output {output_dir} would overwrite the notebooks being run ({', '.join(overwritten)}); "
+                         "choose another folder")
     kernels = installed_kernels()
     outcomes = []
     for path in notebooks:
@@ -271,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     output_dir = (arguments.output or build_dir() / "executed").resolve()
     try:
         outcomes = run_notebooks(notebooks, output_dir, arguments.timeout, arguments.skip_missing_kernels)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         print(error, file=sys.stderr)
         return 2
     print(f"summary: {output_dir / 'summary.html'}")
