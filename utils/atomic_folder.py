@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -37,9 +38,15 @@ def _temporary_sibling(final: Path) -> Path:
     return final.parent / f".tmp-{final.name}-{os.getpid()}"
 
 
+def stale_temporaries(final: Path) -> list[Path]:
+    """Temporary folders left behind by interrupted builds of `final` (not of similarly named folders)."""
+    own = re.compile(rf"\.tmp-{re.escape(final.name)}-(old-)?\d+")
+    return [path for path in final.parent.glob(f".tmp-{final.name}-*") if own.fullmatch(path.name)]
+
+
 def remove_stale_temporaries(final: Path) -> None:
     """Delete temporary folders left behind by interrupted builds of `final`."""
-    for leftover in final.parent.glob(f".tmp-{final.name}-*"):
+    for leftover in stale_temporaries(final):
         shutil.rmtree(leftover, ignore_errors=True)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from utils.atomic_folder import COMPLETE_MARKER
+from utils.atomic_folder import COMPLETE_MARKER, stale_temporaries
 from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT
 from utils.text_compare import first_divergence
 
@@ -39,7 +39,7 @@ def check_model_folder(folder: Path | str, role: str = "model") -> Path:
             f"The {role} {folder} is a GGUF file. OpenVINO GenAI loads a GGUF as a plain main model only, "
             "not as a draft or in a speculative pair: export it with `optimum-cli export openvino` first.")
     if not folder.exists():
-        interrupted = list(folder.parent.glob(f".tmp-{folder.name}-*")) if folder.parent.exists() else []
+        interrupted = stale_temporaries(folder) if folder.parent.exists() else []
         hint = " An interrupted build was found next to it; run the preparation again." if interrupted else ""
         raise ModelFolderError(f"The {role} folder {folder} does not exist.{hint} {HOW_TO_GET}")
     if not folder.is_dir():

@@ -127,6 +127,8 @@ def get_model(spec: ModelSpec, source: str | None = None) -> Path:
     if spec.built_locally:
         from utils.offline_pair import prepare_offline_models
 
+        if source not in (None, "offline"):
+            raise ValueError(f"{spec.folder_name} is built locally from a PyPI package; it has no source '{source}'.")
         prepare_offline_models()
         return spec.path
     source = source or spec.sources[0]

@@ -28,6 +28,8 @@ def export_with_optimum(model: str, destination: Path, weight_format: str, recip
                         extra_args: tuple[str, ...] = (), local_folder: bool = False) -> Path:
     """Export `model` to `destination` atomically; the full log is kept in `export.log`."""
     destination = Path(destination)
+    if local_folder and not (Path(model) / "config.json").is_file():
+        raise ExportError(f"{model} is not a Hugging Face model folder (no config.json): nothing to export.")
     with atomic_folder(destination, recipe) as work:
         command = optimum_export_command(model, work, weight_format, extra_args, local_folder)
         shown = [c if c != str(work) else str(destination) for c in command]

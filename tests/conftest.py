@@ -1,0 +1,60 @@
+"""Shared fixtures: the prepared offline model folders, and a throwaway models folder."""
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from utils.model_catalogue import SMOLLM2_FP16, SMOLLM2_HF_FOLDER, SMOLLM2_INT4, SMOLLM2_INT8
+from utils.model_check import check_model_folder
+from utils.paths import MODELS_DIR_ENV, models_dir
+
+
+class OfflinePairFolders(NamedTuple):
+    """Folders of the offline pair as prepared by the test command (`python3 tutorial.py test`)."""
+
+    main: Path  # fp16, the offline pair's main model
+    draft: Path  # int4, its default draft
+    int8: Path
+    hf: Path  # Hugging Face folder the exports were made from
+
+
+@pytest.fixture(scope="session")
+def offline_pair() -> OfflinePairFolders:
+    """The real offline model folders. Never skipped: the test command prepares them before pytest runs."""
+    folders = OfflinePairFolders(main=SMOLLM2_FP16.path, draft=SMOLLM2_INT4.path, int8=SMOLLM2_INT8.path,
+                                 hf=models_dir() / SMOLLM2_HF_FOLDER)
+    for folder in (folders.main, folders.draft, folders.int8):
+        check_model_folder(folder)  # a clear error if `python -m utils.offline_pair` was not run
+    assert (folders.hf / "tokenizer.json").is_file(), f"{folders.hf} is not prepared: run python -m utils.offline_pair"
+    return folders
+
+
+@pytest.fixture
+def tmp_models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty models folder that `utils.paths.models_dir()` points at for one test."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    monkeypatch.setenv(MODELS_DIR_ENV, str(folder))
+    assert models_dir() == folder.resolve()
+    return folder.resolve()
+
+
+def closed_local_url() -> str:
+    """An http URL on 127.0.0.1 whose port nothing listens on (connections are refused at once)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def unreachable_hubs(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point the Hugging Face and ModelScope endpoints at a closed local port; return that URL."""
+    url = closed_local_url()
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("MODELSCOPE_DOMAIN", url)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return url

@@ -1,0 +1,148 @@
+"""Tests for utils.model_fetch without a network: fast, clear failures and no needless work.
+
+(The successful download against a local fake hub is tested in tests/test_prefetch.py.)
+"""
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from utils import model_fetch
+from utils.atomic_folder import atomic_folder
+from utils.model_catalogue import DOLLY_3B, PHI3_DRAFT, PHI3_MAIN
+from utils.model_fetch import (HubUnreachableError, InsufficientDiskError, can_reach, download_from_huggingface,
+                               download_from_modelscope, export_from_hub, get_model, require_free_disk)
+
+QUICK_S = 5.0
+
+
+class Stopwatch:
+    def __enter__(self):
+        self.start = time.monotonic()
+        return self
+
+    def __exit__(self, *_exc):
+        self.seconds = time.monotonic() - self.start
+
+
+def assert_points_to_the_offline_pair(error: pytest.ExceptionInfo, url: str) -> None:
+    message = str(error.value)
+    assert url in message and "offline" in message and "PAIR = 'offline'" in message
+
+
+def test_endpoints_follow_the_environment(monkeypatch) -> None:
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    monkeypatch.delenv("MODELSCOPE_DOMAIN", raising=False)
+    assert model_fetch.huggingface_endpoint() == "https://huggingface.co"
+    assert "modelscope" in model_fetch.modelscope_endpoint()
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080")
+    monkeypatch.setenv("MODELSCOPE_DOMAIN", "http://ms.example")
+    assert model_fetch.huggingface_endpoint() == "http://mirror.example:8080"
+    assert model_fetch.modelscope_endpoint() == "http://ms.example"
+
+
+def test_can_reach_a_closed_port_is_false_quickly(unreachable_hubs: str) -> None:
+    with Stopwatch() as watch:
+        assert can_reach(unreachable_hubs) is False
+    assert watch.seconds < QUICK_S
+
+
+def test_can_reach_an_open_local_port() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert can_reach(f"http://127.0.0.1:{server.getsockname()[1]}") is True
+
+
+def test_can_reach_an_unresolvable_host_is_false() -> None:
+    with Stopwatch() as watch:
+        assert can_reach("https://no-such-host.invalid", timeout_s=1.0) is False
+    assert watch.seconds < QUICK_S
+
+
+def test_huggingface_download_fails_fast(unreachable_hubs: str, tmp_models_dir: Path) -> None:
+    destination = tmp_models_dir / "some-model-ov"
+    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+        download_from_huggingface("OpenVINO/some-model-ov", destination)
+    assert watch.seconds < QUICK_S
+    assert_points_to_the_offline_pair(error, unreachable_hubs)
+    assert "Hugging Face" in str(error.value)
+    assert list(tmp_models_dir.iterdir()) == []  # nothing created, not even a temporary folder
+
+
+def test_modelscope_download_fails_fast(unreachable_hubs: str, tmp_models_dir: Path) -> None:
+    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+        download_from_modelscope("OpenVINO/some-model-ov", tmp_models_dir / "some-model-ov", 1e6)
+    assert watch.seconds < QUICK_S
+    assert_points_to_the_offline_pair(error, unreachable_hubs)
+    assert "ModelScope" in str(error.value)
+    assert list(tmp_models_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("spec, source", [(PHI3_DRAFT, None), (PHI3_MAIN, "modelscope"), (DOLLY_3B, "export")],
+                         ids=["phi3-draft-default", "phi3-main-modelscope", "dolly-export"])
+def test_get_model_fails_fast(unreachable_hubs: str, tmp_models_dir: Path, spec, source) -> None:
+    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+        get_model(spec, source)
+    assert watch.seconds < QUICK_S
+    assert_points_to_the_offline_pair(error, unreachable_hubs)
+    assert not spec.path.exists() and list(tmp_models_dir.iterdir()) == []
+
+
+def test_export_from_hub_fails_fast(unreachable_hubs: str, tmp_models_dir: Path) -> None:
+    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+        export_from_hub(DOLLY_3B)
+    assert watch.seconds < QUICK_S
+    assert_points_to_the_offline_pair(error, unreachable_hubs)
+    with pytest.raises(ValueError, match="no checkpoint to export"):
+        export_from_hub(PHI3_DRAFT)
+
+
+def test_require_free_disk(tmp_path: Path) -> None:
+    require_free_disk(tmp_path, 1)
+    require_free_disk(tmp_path / "not" / "yet" / "created", 1)  # the nearest existing parent is checked
+    with pytest.raises(InsufficientDiskError) as error:
+        require_free_disk(tmp_path / "models", 1e18)
+    message = str(error.value)
+    assert "1000000000.0 GB" in message and "SPECDEC_MODELS_DIR" in message and str(tmp_path) in message
+
+
+def test_get_model_refuses_a_source_the_model_lacks(unreachable_hubs: str, tmp_models_dir: Path) -> None:
+    with pytest.raises(ValueError, match="cannot be obtained from 'modelscope'") as error:
+        get_model(PHI3_DRAFT, "modelscope")
+    assert "huggingface" in str(error.value)
+    with pytest.raises(ValueError, match="export"):
+        get_model(PHI3_MAIN, "export")
+
+
+def test_complete_folder_is_skipped_without_network(tmp_models_dir: Path, monkeypatch, capsys) -> None:
+    with atomic_folder(PHI3_DRAFT.path, {"source": "copied by hand"}) as work:
+        (work / "openvino_model.xml").write_text("<net/>")
+
+    def no_network(*_args, **_kwargs):
+        raise AssertionError("network used for a model that is already prepared")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    for name in ("can_reach", "download_from_huggingface", "download_from_modelscope", "export_from_hub"):
+        monkeypatch.setattr(model_fetch, name, no_network)
+    assert get_model(PHI3_DRAFT) == PHI3_DRAFT.path
+    assert get_model(PHI3_DRAFT, "huggingface") == PHI3_DRAFT.path
+    assert "already prepared" in capsys.readouterr().out
+
+
+def test_incomplete_folder_is_not_mistaken_for_prepared(unreachable_hubs: str, tmp_models_dir: Path) -> None:
+    PHI3_DRAFT.path.mkdir()
+    (PHI3_DRAFT.path / "openvino_model.xml").write_text("<net/>")  # e.g. copied by hand, half done: no marker
+    with pytest.raises(HubUnreachableError):
+        get_model(PHI3_DRAFT)
+
+
+def test_offline_models_have_no_hub_source() -> None:
+    from utils.model_catalogue import SMOLLM2_FP16
+
+    with pytest.raises(ValueError, match="built locally"):
+        get_model(SMOLLM2_FP16, "huggingface")
