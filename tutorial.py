@@ -121,11 +121,12 @@ def tool(module: str, extra: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("command", choices=["lab", "test", "setup", "prefetch", "run-notebooks", "benchmark"],
+    parser.add_argument("command", choices=["lab", "test", "setup", "prefetch", "run-notebooks", "benchmark", "figures"],
                         help="lab: open the notebooks; test: run all tests; setup: only set up; "
                              "prefetch: fetch the real model pairs for offline use; "
                              "run-notebooks: execute every notebook headless with an HTML summary; "
-                             "benchmark: python -m utils.benchmark")
+                             "benchmark: python -m utils.benchmark; "
+                             "figures: regenerate the README's images (python -m utils.readme_figures)")
     arguments, extra = parser.parse_known_args()
     if arguments.command == "lab":
         lab(extra)
@@ -135,7 +136,7 @@ def main() -> None:
         setup()
     else:
         module = {"prefetch": "utils.prefetch", "run-notebooks": "utils.run_notebooks",
-                  "benchmark": "utils.benchmark"}[arguments.command]
+                  "benchmark": "utils.benchmark", "figures": "utils.readme_figures"}[arguments.command]
         tool(module, extra)
 
 

@@ -22,3 +22,15 @@ def build_dir() -> Path:
     """Git-ignored folder for run artefacts (benchmark JSON, sweep caches, executed notebooks)."""
     configured = os.environ.get("SPECDEC_BUILD_DIR")
     return Path(configured).expanduser().resolve() if configured else REPO_ROOT / "build"
+
+
+FIGURES_DIR_ENV = "SPECDEC_FIGURES_DIR"
+
+
+def figures_dir() -> Path:
+    """Where notebooks save their plots as PNG: `build/figures` unless `$SPECDEC_FIGURES_DIR` says otherwise.
+
+    `python -m utils.readme_figures` points it at `docs/images/` to refresh the README's images.
+    """
+    configured = os.environ.get(FIGURES_DIR_ENV)
+    return Path(configured).expanduser().resolve() if configured else build_dir() / "figures"
