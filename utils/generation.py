@@ -29,8 +29,9 @@ Fair comparison (the rules this module enforces)
   untimed warm-ups, then alternates the pipelines prompt by prompt on every
   repeat (so a noisy neighbour slows all of them alike) and keeps medians.
 
-Bad input raises `SpeculationSetupError` (a ValueError) with what to do, before
-any model is loaded: see `DecodingSettings` and `check_draft_folder`.
+Bad input raises a ValueError that says what to do, before any model is
+loaded: `SpeculationSetupError` for settings (see `DecodingSettings`), and
+`utils.model_check`'s errors for model folders (see `check_draft_folder`).
 
 Heavy imports (openvino_genai) happen inside functions.
 """
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.prompts import Prompt, as_prompt
+from utils.step_streamer import StepRecorder
 from utils.text_compare import first_divergence
 
 MODES = ("plain", "speculative", "prompt_lookup")
@@ -51,7 +53,6 @@ PRECISIONS = ("default", "f32")
 BACKENDS = ("continuous_batching", "stateful")
 DEFAULT_NUM_ASSISTANT_TOKENS = 3  # on this project's CPU, verifying K <= 3 costs about one plain step
 DEFAULT_MAX_NGRAM_SIZE = 3
-OPENVINO_MODEL_FILE = "openvino_model.xml"
 
 
 class SpeculationSetupError(ValueError):
@@ -190,6 +191,10 @@ class DecodingSettings:
             config.num_assistant_tokens = self.num_assistant_tokens
         if self.assistant_confidence_threshold is not None:
             config.assistant_confidence_threshold = self.assistant_confidence_threshold
+            # OpenVINO GenAI 2026.4 stops drafting when a draft token's log-probability is exactly 0, and under
+            # greedy decoding it only computes log-probabilities when asked: without this line the draft stops
+            # after one token at every threshold (measured in notebook 02). Token choices do not change.
+            config.logprobs = max(int(config.logprobs or 0), 1)
         if self.max_ngram_size is not None:
             config.max_ngram_size = self.max_ngram_size
         return config
@@ -199,86 +204,57 @@ class DecodingSettings:
 
 
 def check_main_folder(main_dir: Path | str) -> Path:
-    """The main model's location, checked: an OpenVINO folder (or a .gguf file, plain/prompt lookup only)."""
+    """The main model's location, checked: an OpenVINO folder, or a .gguf file (plain/prompt lookup only)."""
+    from utils.model_check import check_model_folder
+
     path = Path(main_dir).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":
         return path
-    if not path.exists():
-        raise SpeculationSetupError(
-            f"Main model folder {path} does not exist. Prepare it first (notebook 01, or "
-            "utils.offline_pair.prepare_offline_models() for the offline pair).")
-    if not (path / OPENVINO_MODEL_FILE).exists():
-        raise SpeculationSetupError(
-            f"{path} holds no {OPENVINO_MODEL_FILE}: it is not an OpenVINO model folder. Export the model with "
-            "`optimum-cli export openvino --model <model> <folder>`.")
-    return path
+    return check_model_folder(path, "main model")
 
 
 def check_draft_folder(draft_dir: Path | str, main_dir: Path | str | None = None) -> Path:
     """The draft model folder, checked before loading anything.
 
-    Raises `SpeculationSetupError` for a GGUF file (OpenVINO GenAI cannot use one
-    as a draft), a missing folder, a folder without an OpenVINO model, and (when
-    `main_dir` is given) a tokenizer that differs from the main model's.
+    Raises (all are ValueErrors whose message says what to do):
+    `SpeculationSetupError` for a GGUF file (OpenVINO GenAI cannot use one as a
+    draft); `utils.model_check.ModelFolderError` for a missing or incomplete
+    folder; `utils.model_check.TokenizerMismatchError` when `main_dir` is given
+    and the draft tokenizes text differently from the main model.
     """
+    from utils.model_check import check_model_folder, check_pair
+
     path = Path(draft_dir).expanduser()
     if path.suffix.lower() == ".gguf" or (path.is_file() and path.read_bytes()[:4] == b"GGUF"):
         raise SpeculationSetupError(
             f"{path} is a GGUF file. OpenVINO GenAI loads GGUF files as a main model only, not as a draft. Export "
             "the draft to an OpenVINO folder (`optimum-cli export openvino --model <hf folder> --weight-format int4 "
             "<folder>`) and pass that folder.")
-    if not path.exists():
-        raise SpeculationSetupError(
-            f"Draft model folder {path} does not exist. Prepare it first (notebook 01, or "
-            "utils.offline_pair.prepare_offline_models() for the offline pair), or check the path.")
-    if not path.is_dir() or not (path / OPENVINO_MODEL_FILE).exists():
-        raise SpeculationSetupError(
-            f"{path} is not an OpenVINO model folder (no {OPENVINO_MODEL_FILE}). Export the draft with "
-            "`optimum-cli export openvino` and pass the folder.")
-    if main_dir is not None:
-        _check_same_tokenizer(Path(main_dir).expanduser(), path)
+    if main_dir is None:
+        return check_model_folder(path, "draft model")
+    check_pair(main_dir, path)
     return path
-
-
-def _check_same_tokenizer(main_dir: Path, draft_dir: Path) -> None:
-    """Use the project's `utils.model_check.check_pair` when available; else compare the tokenizer IR files."""
-    try:
-        from utils.model_check import check_pair
-    except ImportError:
-        check_pair = None
-    if check_pair is not None:
-        try:
-            check_pair(main_dir, draft_dir)
-        except SpeculationSetupError:
-            raise
-        except (ValueError, FileNotFoundError) as error:
-            raise SpeculationSetupError(str(error)) from error
-        return
-    main_tokenizer = main_dir / "openvino_tokenizer.xml"
-    draft_tokenizer = draft_dir / "openvino_tokenizer.xml"
-    if main_tokenizer.exists() and draft_tokenizer.exists() and \
-            _tokenizer_vocab(main_tokenizer) != _tokenizer_vocab(draft_tokenizer):
-        raise SpeculationSetupError(
-            f"The draft {draft_dir.name} and the main model {main_dir.name} use different tokenizers; speculative "
-            "decoding needs the same token ids on both sides. Pick a draft from the main model's family.")
-
-
-def _tokenizer_vocab(tokenizer_xml: Path) -> bytes:
-    """Bytes of the tokenizer IR's weights, which hold the vocabulary (the .xml alone names only the ops)."""
-    weights = tokenizer_xml.with_suffix(".bin")
-    return weights.read_bytes() if weights.exists() else tokenizer_xml.read_bytes()
 
 
 # --------------------------------------------------------------------------- pipelines
 
 
-def device_properties(precision: str | None) -> dict[str, str]:
-    """OpenVINO properties for a precision choice: "f32" forces f32 inference, "default"/None keeps the device's."""
-    if precision is None or precision == "default":
-        return {}
+def device_properties(precision: str | None, threads: int | None = None) -> dict[str, Any]:
+    """OpenVINO properties: "f32" forces f32 inference, "default"/None keeps the device's choice.
+
+    threads: CPU inference threads (INFERENCE_NUM_THREADS); None uses all cores.
+    One thread gives steadier timings on a small machine that others share.
+    """
+    properties: dict[str, Any] = {}
     if precision == "f32":
-        return {"INFERENCE_PRECISION_HINT": "f32"}
-    raise SpeculationSetupError(f"precision must be one of {PRECISIONS} or None, got '{precision}'.")
+        properties["INFERENCE_PRECISION_HINT"] = "f32"
+    elif precision not in (None, "default"):
+        raise SpeculationSetupError(f"precision must be one of {PRECISIONS} or None, got '{precision}'.")
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise SpeculationSetupError(f"threads must be an integer >= 1 or None (all cores), got {threads!r}.")
+        properties["INFERENCE_NUM_THREADS"] = threads
+    return properties
 
 
 def make_scheduler_config(cache_size_gb: int = 0) -> Any:
@@ -294,6 +270,19 @@ def make_scheduler_config(cache_size_gb: int = 0) -> Any:
     config = openvino_genai.SchedulerConfig()
     config.cache_size = int(cache_size_gb)
     return config
+
+
+def check_single_thread_precision(device: str, draft_device: str | None, precision: str | None,
+                               threads: int | None) -> None:
+    """OpenVINO 2026.4's CPU plugin dies with SIGFPE compiling these models in bf16 on one thread: refuse first."""
+    if threads != 1 or precision == "f32" or not any(name.startswith("CPU") for name in (device, draft_device or "")):
+        return
+    import openvino as ov
+
+    if "bf16" in str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")).replace("bfloat16", "bf16"):
+        raise SpeculationSetupError(
+            "threads=1 with the CPU's default bf16 precision crashes OpenVINO 2026.4 (the process dies with a "
+            "floating point exception while compiling). Use precision='f32' with threads=1, or threads=None / >= 2.")
 
 
 @dataclass
@@ -329,6 +318,7 @@ def load_pipeline(
     precision: str | None = "default",
     cache_size_gb: int = 0,
     backend: str = "continuous_batching",
+    threads: int | None = None,
 ) -> LoadedPipeline:
     """Build the pipeline for one decoding mode. Inputs are checked before any model is loaded.
 
@@ -336,8 +326,8 @@ def load_pipeline(
     speculative:    LLMPipeline(main, device, scheduler_config=..., draft_model=draft_model(draft, device, **props), **props)
     prompt_lookup:  LLMPipeline(main, device, scheduler_config=..., prompt_lookup=True, **props)
 
-    `props` comes from `device_properties(precision)` and is applied to main and
-    draft alike. ``backend="stateful"`` (plain only) omits the scheduler config.
+    `props` comes from `device_properties(precision, threads)` and is applied to
+    main and draft alike. ``backend="stateful"`` (plain only) omits the scheduler config.
     """
     if mode not in MODES:
         raise SpeculationSetupError(f"Unknown mode '{mode}'. Use one of: {', '.join(MODES)}.")
@@ -347,7 +337,8 @@ def load_pipeline(
         raise SpeculationSetupError(
             f"{mode} decoding always runs on OpenVINO GenAI's continuous-batching backend; backend='stateful' "
             "is for plain decoding only.")
-    properties = device_properties(precision)
+    properties = device_properties(precision, threads)
+    check_single_thread_precision(device, draft_device, precision, threads)
     main_path = check_main_folder(main_dir)
     draft_path: Path | None = None
     if mode == "speculative":
@@ -404,6 +395,7 @@ class GenerationRecord:
     task: str
     device: str
     precision: str
+    backend: str  # "continuous_batching" / "stateful" (OpenVINO GenAI) or "transformers"
     input_tokens: int
     generated_tokens: int
     token_ids: list[int]
@@ -428,6 +420,7 @@ class GenerationRecord:
     identical_to_plain: bool | None = None
     first_difference: int | None = None
     comparison_note: str = ""
+    num_assistant_tokens: int | None = None  # K of the setting (None for plain and for a confidence threshold)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -473,8 +466,10 @@ def run_prompt(
 ) -> GenerationRecord:
     """Generate once for one prompt and return its record (no warm-up, no repeats).
 
-    streamer: anything `LLMPipeline.generate` accepts, or a
-    `utils.step_streamer.StepRecorder` (to see tokens step by step).
+    streamer: None or a `utils.step_streamer.StepRecorder` (e.g. with echo=True
+    to print text as it arrives). A recorder is always attached: it is where
+    `tokens_per_step` comes from (one Python call per step; GenAI's raw batch
+    sizes do not add up to the tokens under sampling).
     """
     if settings.mode != loaded.mode:
         raise SpeculationSetupError(
@@ -484,16 +479,17 @@ def run_prompt(
     tokenizer = loaded.pipeline.get_tokenizer()
     inputs = encode_prompt(tokenizer, prompt.text, settings.apply_chat_template)
     config = settings.generation_config(loaded.pipeline.get_generation_config())
-    if hasattr(streamer, "as_genai_streamer"):
-        streamer = streamer.as_genai_streamer()
+    if streamer is not None and not isinstance(streamer, StepRecorder):
+        raise TypeError("run_prompt takes a utils.step_streamer.StepRecorder as streamer (or None).")
+    recorder = streamer if streamer is not None else StepRecorder()
     started = time.perf_counter()
-    result = loaded.pipeline.generate(inputs, config, streamer)
+    result = loaded.pipeline.generate(inputs, config, recorder.as_genai_streamer())
     wall = time.perf_counter() - started
     token_ids = [int(token) for token in result.tokens[0]]
     metrics = result.perf_metrics
-    steps = [int(size) for size in metrics.raw_metrics.m_batch_sizes]
-    # The stateful backend reports a batch size of 1 per pass; the continuous-batching one reports tokens per pass.
-    steps_valid = sum(steps) == len(token_ids) and len(steps) > 0
+    main_passes = len(metrics.raw_metrics.m_batch_sizes) or None
+    steps = [len(step) for step in recorder.steps]
+    steps_valid = sum(steps) == len(token_ids)
     extended = result.extended_perf_metrics
     acceptance = accepted = drafted = None
     main_metrics = draft_metrics = None
@@ -511,6 +507,7 @@ def run_prompt(
         task=prompt.task,
         device=loaded.device,
         precision=loaded.precision,
+        backend=loaded.backend,
         input_tokens=int(metrics.get_num_input_tokens()),
         generated_tokens=generated,
         token_ids=token_ids,
@@ -520,15 +517,16 @@ def run_prompt(
         ttft_ms=float(metrics.get_ttft().mean),
         tpot_ms=float(metrics.get_tpot().mean),
         genai_tokens_per_second=float(metrics.get_throughput().mean),
-        main_passes=len(steps) if steps_valid else None,
+        main_passes=main_passes,
         tokens_per_step=steps if steps_valid else None,
-        accepted_from_steps=generated - len(steps) if steps_valid else None,
+        accepted_from_steps=generated - main_passes if main_passes else None,
         acceptance_rate=acceptance,
         accepted_tokens=accepted,
         draft_tokens=drafted,
         main_model_metrics=main_metrics,
         draft_model_metrics=draft_metrics,
         wall_seconds_all=[wall],
+        num_assistant_tokens=settings.num_assistant_tokens,
     )
 
 
@@ -536,6 +534,46 @@ def run_prompt(
 
 
 Candidate = tuple[LoadedPipeline, DecodingSettings]
+Runner = Callable[[Prompt], GenerationRecord]
+
+
+def measure_runners(
+    runners: Sequence[Runner],
+    prompts: Sequence[Prompt | str],
+    *,
+    warmup: int = 1,
+    repeats: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> list[GenerationRecord]:
+    """Time several runners (functions prompt -> GenerationRecord) on the same prompts, interleaved.
+
+    warmup: untimed runs of every runner on the first prompt before timing
+    (model compilation, cache allocation). repeats: timed runs per prompt and
+    runner, alternating runners prompt by prompt; each record is the run with
+    the median wall time (its TTFT, TPOT and metrics), with all wall times in
+    `wall_seconds_all`. Records come back grouped by runner, then prompt.
+    """
+    if repeats < 1:
+        raise SpeculationSetupError(f"repeats must be >= 1, got {repeats}.")
+    if warmup < 0:
+        raise SpeculationSetupError(f"warmup must be >= 0, got {warmup}.")
+    if not prompts:
+        raise SpeculationSetupError("No prompts to measure.")
+    prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
+    for runner in runners:
+        for _ in range(warmup):
+            runner(prompt_list[0])
+    runs: dict[tuple[int, int], list[GenerationRecord]] = {}
+    for repeat in range(repeats):
+        for prompt_index, prompt in enumerate(prompt_list):
+            for runner_index, runner in enumerate(runners):
+                record = runner(prompt)
+                if progress:
+                    progress(f"repeat {repeat + 1}/{repeats}: {record.mode} {record.setting} on {prompt.id}: "
+                             f"{record.generated_tokens} tokens in {record.wall_seconds:.2f} s")
+                runs.setdefault((runner_index, prompt_index), []).append(record)
+    return [median_of_runs(runs[(runner_index, prompt_index)])
+            for runner_index in range(len(runners)) for prompt_index in range(len(prompt_list))]
 
 
 def measure_side_by_side(
@@ -546,40 +584,17 @@ def measure_side_by_side(
     repeats: int = 3,
     progress: Callable[[str], None] | None = None,
 ) -> list[GenerationRecord]:
-    """Time several (pipeline, settings) candidates on the same prompts, interleaved.
+    """Time several (pipeline, settings) candidates on the same prompts: see `measure_runners`.
 
-    warmup: untimed runs of every candidate on the first prompt before timing
-    (model compilation, cache allocation). repeats: timed runs per prompt and
-    candidate; the record keeps the run with the median wall time (its TTFT,
-    TPOT and metrics) and all wall times in `wall_seconds_all`.
     Records come back grouped by candidate, then prompt, in the given order.
     """
-    if repeats < 1:
-        raise SpeculationSetupError(f"repeats must be >= 1, got {repeats}.")
-    if warmup < 0:
-        raise SpeculationSetupError(f"warmup must be >= 0, got {warmup}.")
-    if not prompts:
-        raise SpeculationSetupError("No prompts to measure.")
     for loaded, settings in candidates:
         if settings.mode != loaded.mode:
             raise SpeculationSetupError(
                 f"A candidate pairs settings for '{settings.mode}' with a '{loaded.mode}' pipeline.")
-    prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
-    for loaded, settings in candidates:
-        for _ in range(warmup):
-            run_prompt(loaded, prompt_list[0], settings)
-    runs: dict[tuple[int, int], list[GenerationRecord]] = {}
-    for repeat in range(repeats):
-        for prompt_index, prompt in enumerate(prompt_list):
-            for candidate_index, (loaded, settings) in enumerate(candidates):
-                if progress:
-                    progress(f"repeat {repeat + 1}/{repeats}: {settings.mode} {settings.label} on {prompt.id}")
-                runs.setdefault((candidate_index, prompt_index), []).append(run_prompt(loaded, prompt, settings))
-    records = []
-    for candidate_index in range(len(candidates)):
-        for prompt_index in range(len(prompt_list)):
-            records.append(_median_record(runs[(candidate_index, prompt_index)]))
-    return records
+    runners = [lambda prompt, loaded=loaded, settings=settings: run_prompt(loaded, prompt, settings)
+               for loaded, settings in candidates]
+    return measure_runners(runners, prompts, warmup=warmup, repeats=repeats, progress=progress)
 
 
 def measure_prompts(
@@ -594,16 +609,20 @@ def measure_prompts(
     return measure_side_by_side([(loaded, settings)], prompts, warmup=warmup, repeats=repeats)
 
 
-def _median_record(runs: list[GenerationRecord]) -> GenerationRecord:
-    """The run with the median wall time, annotated with all wall times and output stability."""
+def median_of_runs(runs: Sequence[GenerationRecord]) -> GenerationRecord:
+    """The run with the median wall time, annotated with all wall times and output stability.
+
+    With an even number of runs the lower middle run is kept; wall_seconds is the true median.
+    """
     ordered = sorted(runs, key=lambda record: record.wall_seconds)
     chosen = ordered[(len(ordered) - 1) // 2]
     walls = [record.wall_seconds for record in runs]
+    median_wall = statistics.median(walls)
     return replace(
         chosen,
         repeats=len(runs),
-        wall_seconds=statistics.median(walls),
-        tokens_per_second=chosen.generated_tokens / statistics.median(walls),
+        wall_seconds=median_wall,
+        tokens_per_second=chosen.generated_tokens / median_wall if median_wall > 0 else 0.0,
         wall_seconds_all=walls,
         outputs_stable=all(record.token_ids == runs[0].token_ids for record in runs),
     )
@@ -615,20 +634,22 @@ def compare_with_plain(
 ) -> list[GenerationRecord]:
     """Copies of `records` with speed-up and identity to plain decoding filled in.
 
-    Plain references are matched by prompt id (taken from `plain_records`, or
-    from the plain records inside `records`). The speed-up (plain wall time /
-    this wall time) is reported only when both generated the same number of
-    tokens; `identical_to_plain` is True when the token ids are equal and
+    Plain references are matched by stack (OpenVINO GenAI or transformers) and
+    prompt id, taken from `plain_records`, or from the plain records inside
+    `records`. The speed-up (plain wall time / this wall time) is reported only
+    when both ran on the same device, backend and precision and generated the
+    same number of tokens; `comparison_note` says why not otherwise.
+    `identical_to_plain` is True when the token ids are equal, and
     `first_difference` gives the first differing position otherwise.
     """
     references = [record for record in (plain_records if plain_records is not None else records)
                   if record.mode == "plain"]
-    by_prompt: dict[str, GenerationRecord] = {}
+    by_prompt: dict[tuple[str, str], GenerationRecord] = {}
     for record in references:
-        by_prompt.setdefault(record.prompt_id, record)
+        by_prompt.setdefault((_stack(record), record.prompt_id), record)
     compared = []
     for record in records:
-        plain = by_prompt.get(record.prompt_id)
+        plain = by_prompt.get((_stack(record), record.prompt_id))
         if plain is None:
             compared.append(replace(record, comparison_note="no plain run of this prompt to compare with"))
             continue
@@ -638,14 +659,13 @@ def compare_with_plain(
             notes.append(f"precision differs (plain {plain.precision}, this {record.precision})")
         if plain.device != record.device:
             notes.append(f"device differs (plain {plain.device}, this {record.device})")
-        speedup = None
-        if notes:
-            pass
-        elif plain.generated_tokens != record.generated_tokens:
+        if plain.backend != record.backend:
+            notes.append(f"backend differs (plain {plain.backend}, this {record.backend})")
+        if plain.generated_tokens != record.generated_tokens:
             notes.append(f"token counts differ (plain {plain.generated_tokens}, this {record.generated_tokens}): "
                          "no speed-up reported")
-        elif record.wall_seconds > 0:
-            speedup = plain.wall_seconds / record.wall_seconds
+        comparable = not notes and record.wall_seconds > 0
+        speedup = plain.wall_seconds / record.wall_seconds if comparable else None
         if not record.outputs_stable or not plain.outputs_stable:
             notes.append("repeats produced different outputs")
         compared.append(replace(
@@ -658,17 +678,21 @@ def compare_with_plain(
     return compared
 
 
+def _stack(record: GenerationRecord) -> str:
+    return "transformers" if record.backend == "transformers" else "openvino_genai"
+
+
 def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
     """One row per (mode, setting): totals over prompts and the speed-up over comparable prompts only.
 
     The speed-up is total plain time / total time over the prompts whose token
     counts matched plain (None if there are none). Needs compared records.
     """
-    groups: dict[tuple[str, str], list[GenerationRecord]] = {}
+    groups: dict[tuple[str, str, str], list[GenerationRecord]] = {}
     for record in records:
-        groups.setdefault((record.mode, record.setting), []).append(record)
+        groups.setdefault((_stack(record), record.mode, record.setting), []).append(record)
     rows = []
-    for (mode, setting), group in groups.items():
+    for (stack, mode, setting), group in groups.items():
         comparable = [record for record in group if record.speedup_vs_plain is not None]
         plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in comparable)
         this_time = sum(record.wall_seconds for record in comparable)
@@ -676,6 +700,7 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
         tokens = sum(record.generated_tokens for record in group)
         passes = [record.main_passes for record in group]
         rows.append({
+            "stack": stack,
             "mode": mode,
             "setting": setting,
             "prompts": len(group),
@@ -715,3 +740,94 @@ def format_table(records: Sequence[GenerationRecord]) -> str:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
+
+
+def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
+    """Per speculative record: passes, acceptance, per-pass costs of draft and main, and Leviathan's prediction.
+
+    cost ratio c = draft time per pass / main time per pass (from GenAI's
+    per-model inference durations). With a fixed K, the per-token acceptance
+    `a` that explains the measured tokens per main pass is recovered, and
+    `predicted_speedup(a, K, c)` is shown next to the measured speed-up; the
+    formula assumes a verification pass costs as much as a plain step.
+    """
+    from utils.speedup_model import acceptance_from_tokens_per_pass, predicted_speedup
+
+    rows = []
+    for record in records:
+        if record.main_model_metrics is None or record.draft_model_metrics is None or not record.main_passes:
+            continue
+        main_ms = record.main_model_metrics["inference_ms"] / max(record.main_model_metrics["passes"], 1)
+        draft_ms = record.draft_model_metrics["inference_ms"] / max(record.draft_model_metrics["passes"], 1)
+        cost_ratio = draft_ms / main_ms if main_ms > 0 else None
+        k = record.num_assistant_tokens
+        predicted = per_token_acceptance = None
+        if k and cost_ratio is not None:
+            tokens_per_pass = min(max(record.generated_tokens / record.main_passes, 1.0), k + 1.0)
+            per_token_acceptance = acceptance_from_tokens_per_pass(tokens_per_pass, k)
+            predicted = predicted_speedup(per_token_acceptance, k, cost_ratio)
+        rows.append({
+            "prompt": record.prompt_id,
+            "setting": record.setting,
+            "tokens": record.generated_tokens,
+            "main passes": record.main_passes,
+            "draft passes": record.draft_model_metrics["passes"],
+            "drafted": record.draft_tokens,
+            "accepted": record.accepted_tokens,
+            "acceptance": record.acceptance_rate,
+            "main ms/pass": main_ms,
+            "draft ms/pass": draft_ms,
+            "c": cost_ratio,
+            "a (from tok/pass)": per_token_acceptance,
+            "predicted speed-up": predicted,
+            "measured speed-up": record.speedup_vs_plain,
+        })
+    return rows
+
+
+def first_divergent_pair(records: Sequence[GenerationRecord]) -> tuple[GenerationRecord, GenerationRecord] | None:
+    """(plain record, other record) for the first compared record that differs from plain, or None."""
+    for record in records:
+        if record.mode != "plain" and record.identical_to_plain is False:
+            for plain in records:
+                if plain.mode == "plain" and plain.prompt_id == record.prompt_id and _stack(plain) == _stack(record):
+                    return plain, record
+    return None
+
+
+def describe_divergence(plain: GenerationRecord, other: GenerationRecord, tokenizer: Any, context_tokens: int = 12
+                        ) -> str:
+    """Text around the first token where `other` leaves `plain`: the shared lead-in, then both continuations."""
+    position = first_divergence(plain.token_ids, other.token_ids)
+    if position is None:
+        return f"{other.mode} ({other.setting}) is identical to plain on {plain.prompt_id}."
+
+    def text(ids: Sequence[int]) -> str:
+        return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    start = max(0, position - context_tokens)
+    shared = text(plain.token_ids[start:position])
+    return (f"{plain.prompt_id}: first difference at generated token {position}\n"
+            f"  shared   ...{shared!r}\n"
+            f"  plain        -> {text(plain.token_ids[position:position + context_tokens])!r}\n"
+            f"  {other.mode:<12} -> {text(other.token_ids[position:position + context_tokens])!r}")
+
+
+def prompt_lookup_candidates(context: Sequence, max_ngram_size: int, num_candidates: int) -> list:
+    """What prompt lookup would propose next: the items that followed the latest earlier match of the context's tail.
+
+    Tries the longest tail first (max_ngram_size items, then fewer); returns []
+    when no tail occurs earlier. Works on any sequence (token ids, or words for
+    a readable demo). A teaching model of the idea, not GenAI's code.
+    """
+    if max_ngram_size < 1 or num_candidates < 1:
+        raise SpeculationSetupError("max_ngram_size and num_candidates must be >= 1.")
+    items = list(context)
+    for size in range(min(max_ngram_size, len(items) - 1), 0, -1):
+        tail = items[-size:]
+        for start in range(len(items) - size - 1, -1, -1):  # latest earlier occurrence first
+            if items[start:start + size] == tail:
+                follow = items[start + size:start + size + num_candidates]
+                if follow:
+                    return follow
+    return []

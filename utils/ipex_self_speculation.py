@@ -45,7 +45,6 @@ SEED_RECIPES: dict[str, dict[str, str]] = {
     "xpu": {"torch_dtype": "float16", "load_in_low_bit": "fp16"},
 }
 DRAFT_OPTIONS = ("th_stop_draft", "max_step_draft", "auto_th_stop_draft", "min_step_draft", "hf_adjust")
-IPEX_DEFAULTS = {"th_stop_draft": 0.8, "max_step_draft": 8, "auto_th_stop_draft": True, "min_step_draft": 3}
 LONG_PROMPT_MIN_TOKENS = 256
 BYTES_PER_WEIGHT = {"bf16": 2.0, "fp16": 2.0, "sym_int4": 0.5625}  # int4: 4 bits + one fp16 scale per 32
 
@@ -360,14 +359,23 @@ def draft_disabled(model: Any) -> Iterator[Any]:
             model._modules["draft_model"] = draft
 
 
+CLOCKS = ("wall", "cpu")
+
+
 @dataclass
 class GenerationRun:
-    """One greedy generation: the new tokens, its wall time and (speculative) IPEX-LLM's statistics."""
+    """One greedy generation: the new tokens, its times and (speculative) IPEX-LLM's statistics.
+
+    seconds: wall-clock time. cpu_seconds: CPU time this process used meanwhile;
+    with one thread it equals the wall time on an idle machine, and unlike the
+    wall time it does not grow while other programs hold the CPU.
+    """
 
     token_ids: list[int]
     seconds: float
     speculative: bool
     stats: SpeculationStats | None = None
+    cpu_seconds: float = float("nan")
 
     @property
     def generated_tokens(self) -> int:
@@ -418,12 +426,13 @@ def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculat
     if not speculative and draft_options:
         raise SelfSpeculationError(f"Draft options {sorted(draft_options)} have no effect without speculation.")
     with torch.inference_mode(), (draft_disabled(model) if not speculative else _nothing()):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         output = model.generate(input_ids, max_new_tokens=max_new_tokens, do_sample=False, **draft_options)
-        seconds = time.perf_counter() - started
+        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - started_cpu
     new_ids = [int(token) for token in output[0, input_ids.shape[1]:]]
     stats = read_speculation_stats(model) if speculative else None
-    return GenerationRun(token_ids=new_ids, seconds=seconds, speculative=speculative, stats=stats)
+    return GenerationRun(token_ids=new_ids, seconds=seconds, speculative=speculative, stats=stats,
+                         cpu_seconds=cpu_seconds)
 
 
 @contextmanager
@@ -431,19 +440,25 @@ def _nothing() -> Iterator[None]:
     yield None
 
 
-def decode_step_seconds(model: Any, input_ids: Any, steps: int = 16, repeats: int = 3) -> float:
+def decode_step_seconds(model: Any, input_ids: Any, steps: int = 16, repeats: int = 3, clock: str = "wall"
+                        ) -> float:
     """Median time of one plain decode step: (time for 1 + steps tokens - time for 1 token) / steps.
 
     Works for the main model (its draft hidden) and for ``model.draft_model``
     alone, so the two are timed the same way. Generation ignores eos here.
+    clock: "wall", or "cpu" (this process's CPU time; steadier on a shared machine).
     """
     import torch
 
+    if clock not in CLOCKS:
+        raise SelfSpeculationError(f"clock must be one of {CLOCKS}, got {clock!r}.")
+    now = time.perf_counter if clock == "wall" else time.process_time
+
     def timed(tokens: int) -> float:
         with torch.inference_mode():
-            started = time.perf_counter()
+            started = now()
             model.generate(input_ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
-            return time.perf_counter() - started
+            return now() - started
 
     with draft_disabled(model):
         timed(1 + steps)  # warm-up
@@ -471,6 +486,8 @@ class Comparison:
     draft_ms_per_token: float
     verify_ms_per_step: float
     first_divergence: int | None
+    plain_cpu_seconds: float = float("nan")
+    speculative_cpu_seconds: float = float("nan")
     plain_ids: list[int] = field(repr=False, default_factory=list)
     speculative_ids: list[int] = field(repr=False, default_factory=list)
     stats: SpeculationStats | None = field(repr=False, default=None)
@@ -480,13 +497,19 @@ class Comparison:
         """Per-token speed-up: plain seconds/token over speculative seconds/token (token counts may differ)."""
         return (self.plain_seconds / self.plain_tokens) / (self.speculative_seconds / self.speculative_tokens)
 
+    @property
+    def speedup_cpu(self) -> float:
+        """The same ratio from this process's CPU time (robust to other programs on a shared machine)."""
+        return (self.plain_cpu_seconds / self.plain_tokens) / (self.speculative_cpu_seconds / self.speculative_tokens)
+
     def row(self) -> dict:
         return {
             "prompt": self.prompt_id,
-            **self.setting,
+            "setting": setting_label(self.setting),
             "prompt tokens": self.prompt_tokens,
             "tokens plain/spec": f"{self.plain_tokens}/{self.speculative_tokens}",
             "speed-up": round(self.speedup, 2),
+            "speed-up (CPU time)": round(self.speedup_cpu, 2),
             "acceptance": round(self.acceptance_rate, 2),
             "tokens/step": round(self.tokens_per_step, 2),
             "drafted/step": round(self.drafted_per_step, 2),
@@ -501,11 +524,14 @@ def compare_plain_and_speculative(
     *,
     max_new_tokens: int,
     repeats: int = 3,
+    warm_up_each_setting: bool = True,
 ) -> list[Comparison]:
     """For each prompt and draft setting: plain vs speculative greedy, interleaved, medians of `repeats`.
 
     `prompts` maps a prompt id to its input ids. Plain runs are shared by all
-    settings of a prompt; every (prompt, setting) gets one untimed warm-up.
+    settings of a prompt. Each prompt gets an untimed plain warm-up, and every
+    (prompt, setting) an untimed speculative one unless `warm_up_each_setting`
+    is False (then only the first setting is warmed up).
     """
     if repeats < 1:
         raise SelfSpeculationError(f"repeats must be >= 1, got {repeats}.")
@@ -516,7 +542,7 @@ def compare_plain_and_speculative(
         generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=False)  # warm-up
         plain_runs: list[GenerationRun] = []
         spec_runs: dict[int, list[GenerationRun]] = {index: [] for index in range(len(settings))}
-        for index, options in enumerate(settings):
+        for options in settings if warm_up_each_setting else settings[:1]:
             generate_greedy(model, ids, max_new_tokens=max_new_tokens, **options)  # warm-up
         for _ in range(repeats):
             plain_runs.append(generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=False))
@@ -540,6 +566,8 @@ def compare_plain_and_speculative(
                 draft_ms_per_token=1000 * stats.draft_seconds_per_token,
                 verify_ms_per_step=1000 * stats.verify_seconds_per_step,
                 first_divergence=first_divergence(plain.token_ids, spec.token_ids),
+                plain_cpu_seconds=statistics.median(run.cpu_seconds for run in plain_runs),
+                speculative_cpu_seconds=statistics.median(run.cpu_seconds for run in spec_runs[index]),
                 plain_ids=plain.token_ids,
                 speculative_ids=spec.token_ids,
                 stats=stats,
@@ -571,7 +599,42 @@ def setting_label(setting: dict) -> str:
         parts.append("auto" if setting["auto_th_stop_draft"] else "fixed")
     if "max_step_draft" in setting:
         parts.append(f"max_step={setting['max_step_draft']}")
+    known = {"th_stop_draft", "auto_th_stop_draft", "max_step_draft"}
+    parts += [name if value is True else f"{name}={value}" for name, value in setting.items() if name not in known]
     return " ".join(parts) or "defaults"
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> str:
+    """A fixed-width text table (floats to 2 decimals, None as '-')."""
+    if not rows:
+        return "(no rows)"
+    columns = list(columns or dict.fromkeys(key for row in rows for key in row))
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.2f}"
+        return str(value)
+
+    cells = [[cell(row.get(column)) for column in columns] for row in rows]
+    widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
+    lines = ["  ".join(column.ljust(width) for column, width in zip(columns, widths)).rstrip(),
+             "  ".join("-" * width for width in widths)]
+    lines += ["  ".join(value.ljust(width) for value, width in zip(line, widths)).rstrip() for line in cells]
+    return "\n".join(lines)
+
+
+def divergence_report(decode: Any, reference: Sequence[int], candidate: Sequence[int]) -> str:
+    """Where two generations part: the shared start, then each one's continuation (decoded)."""
+    position = first_divergence(reference, candidate)
+    if position is None:
+        return f"identical ({len(reference)} tokens):\n{decode(list(reference))}"
+    return (f"identical for {position} tokens:\n{decode(list(reference[:position]))}\n"
+            f"--- plain greedy continues:    {decode(list(reference[position:]))!r}\n"
+            f"--- self-speculative continues: {decode(list(candidate[position:]))!r}")
 
 
 # --------------------------------------------------------------------------- why outputs differ
@@ -587,7 +650,8 @@ def argmax_flips(model: Any, prompt_ids: Any, greedy_ids: Sequence[int], draft_h
     """
     import torch
 
-    sequence = torch.cat([prompt_ids, torch.tensor([list(greedy_ids)], dtype=prompt_ids.dtype)], dim=1)
+    generated = torch.tensor([list(greedy_ids)], dtype=prompt_ids.dtype, device=prompt_ids.device)
+    sequence = torch.cat([prompt_ids, generated], dim=1)
     with torch.inference_mode(), (draft_disabled(model) if draft_hidden else _nothing()):
         logits = model(sequence).logits[0].float()
     start = prompt_ids.shape[1] - 1
@@ -628,6 +692,108 @@ def predicted_cost_ratio(parameters: float, fit: dict, main_format: str = "bf16"
     return step(draft_format) / step(main_format)
 
 
+def seconds_per_token_by_threads(model: Any, input_ids: Any, thread_counts: Sequence[int], *,
+                                 max_new_tokens: int, repeats: int = 3) -> dict[int, list[float]]:
+    """Plain greedy seconds per token at each torch thread count (all repeats); restores the thread count."""
+    import torch
+
+    original = torch.get_num_threads()
+    timings: dict[int, list[float]] = {threads: [] for threads in thread_counts}
+    try:
+        for threads in thread_counts:
+            set_threads(threads)
+            generate_greedy(model, input_ids, max_new_tokens=max_new_tokens, speculative=False)  # warm-up
+        for _ in range(repeats):
+            for threads in thread_counts:  # interleaved: a busy neighbour slows every count alike
+                set_threads(threads)
+                run = generate_greedy(model, input_ids, max_new_tokens=max_new_tokens, speculative=False)
+                timings[threads].append(run.seconds_per_token)
+    finally:
+        torch.set_num_threads(original)
+    return timings
+
+
+def summary_rows(comparisons: Sequence[Comparison], cost_ratio: float | None, precision: str) -> list[dict]:
+    """Rows in the format `utils.ov_self_speculation.summary_rows` uses, for one side-by-side table."""
+    return [{
+        "backend": "IPEX-LLM",
+        "draft": "INT4 copy",
+        "setting": setting_label(comparison.setting),
+        "prompt": comparison.prompt_id,
+        "prompt tokens": comparison.prompt_tokens,
+        "tokens": comparison.speculative_tokens,
+        "speed-up": comparison.speedup,
+        "speed-up (CPU time)": comparison.speedup_cpu,
+        "acceptance": comparison.acceptance_rate,
+        "tokens/pass": comparison.speculative_tokens / (comparison.stats.steps + 1) if comparison.stats else None,
+        "k": max(1, round(comparison.drafted_per_step)),
+        "tokens/step": comparison.tokens_per_step,
+        "identical to plain": comparison.first_divergence is None,
+        "first difference": comparison.first_divergence,
+        "cost ratio c": cost_ratio,
+        "precision": precision,
+    } for comparison in comparisons]
+
+
+def step_costs(comparisons: Sequence[Comparison]) -> list[dict]:
+    """Inside each speculative run: a verify pass and a draft pass, relative to one plain decode step (wall time).
+
+    The plain step is the plain run's time per generated token (prompt pass
+    included, so slightly high for long prompts). Leviathan's formula assumes
+    1 and c for these two.
+    """
+    rows = []
+    for comparison in comparisons:
+        plain_ms = 1000 * comparison.plain_seconds / comparison.plain_tokens
+        rows.append({
+            "backend": "IPEX-LLM",
+            "draft": "INT4 copy",
+            "prompt": comparison.prompt_id,
+            "verify pass / plain step": comparison.verify_ms_per_step / plain_ms,
+            "draft pass / plain step": comparison.draft_ms_per_token / plain_ms,
+        })
+    return rows
+
+
+def formula_check(rows: Sequence[dict], costs: Sequence[dict] = ()) -> list[dict]:
+    """Leviathan's predicted speed-up beside the measured ones, for side-by-side rows of either backend.
+
+    Each row needs ``k`` (tokens drafted per verify step), ``tokens/step``
+    (tokens each verify step produced) and ``cost ratio c``. The per-token
+    acceptance ``a`` is the one that explains the measured tokens per step
+    with that k (`utils.speedup_model.acceptance_from_tokens_per_pass`).
+    "predicted" assumes a verify pass costs one plain step and a draft pass c;
+    when `costs` (from `step_costs` / `ov_self_speculation.pipeline_step_costs`)
+    has the row's measured pass costs, "predicted (measured passes)" uses those.
+    """
+    from utils.speedup_model import (acceptance_from_tokens_per_pass, predicted_speedup,
+                                     predicted_speedup_with_step_times)
+
+    by_run = {(cost["backend"], cost["draft"], cost["prompt"]): cost for cost in costs}
+    checked = []
+    for row in rows:
+        draft_length, cost_ratio = row["k"], row["cost ratio c"]
+        tokens = min(max(row["tokens/step"], 1.0), draft_length + 1.0)
+        acceptance = acceptance_from_tokens_per_pass(tokens, draft_length)
+        cost = by_run.get((row["backend"], row["draft"], row["prompt"]))
+        checked.append({
+            "backend": row["backend"],
+            "draft": row["draft"],
+            "prompt": row["prompt"],
+            "k": draft_length,
+            "tokens/step": row["tokens/step"],
+            "a": acceptance,
+            "c": cost_ratio,
+            "predicted": predicted_speedup(acceptance, draft_length, cost_ratio),
+            "predicted (measured passes)": predicted_speedup_with_step_times(
+                acceptance, draft_length, cost["draft pass / plain step"], 1.0, cost["verify pass / plain step"])
+            if cost else None,
+            "measured (CPU time)": row["speed-up (CPU time)"],
+            "measured (wall)": row["speed-up"],
+        })
+    return checked
+
+
 # --------------------------------------------------------------------------- results shared with OpenVINO
 
 
@@ -645,6 +811,19 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"Cannot write {type(value).__name__} as JSON.")
+
+
+def check_openvino_half(main_python: Path | str, main_folder: Path | str, draft_folders: dict[str, Path]) -> None:
+    """Raise now, not after minutes of IPEX-LLM work, if the OpenVINO half cannot run."""
+    how = "Prepare them with `python3 tutorial.py lab` (or `.venv/bin/python -m utils.offline_pair`)."
+    if not Path(main_python).exists():
+        raise SelfSpeculationError(
+            f"{main_python} does not exist: the main environment (with openvino-genai) is not set up. Run "
+            "`python3 tutorial.py lab`, or set MAIN_PYTHON in the parameters cell.")
+    folders = {"main": Path(main_folder), **{f"draft {name}": Path(path) for name, path in draft_folders.items()}}
+    missing = [f"{role} ({folder})" for role, folder in folders.items() if not (folder / "openvino_model.xml").is_file()]
+    if missing:
+        raise SelfSpeculationError(f"OpenVINO model folder(s) missing: {', '.join(missing)}. {how}")
 
 
 def run_main_python(module_args: Sequence[str], python: Path | str | None = None, timeout: float = 1800,
@@ -695,6 +874,20 @@ def weight_bytes(module: Any, exclude_prefix: str = "draft_model.") -> int:
     return total
 
 
+def streamed_weight_bytes(model: Any) -> int:
+    """Weight bytes one decode step reads: all weights except an input embedding table not shared with lm_head.
+
+    A step looks up one row of the input embedding but multiplies by every
+    other weight matrix, the output projection (lm_head) included.
+    """
+    total = weight_bytes(model)
+    embedding = model.get_input_embeddings().weight
+    output = model.get_output_embeddings()
+    if output is None or output.weight.data_ptr() != embedding.data_ptr():
+        total -= embedding.data.nbytes
+    return total
+
+
 def _peak_rss_main(arguments: argparse.Namespace) -> None:
     import resource
 
@@ -707,11 +900,13 @@ def _peak_rss_main(arguments: argparse.Namespace) -> None:
     after_load = process.memory_info().rss
     ids = encode_chat(tokenizer, "Write a short story about a lighthouse keeper.")
     generate_greedy(model, ids, max_new_tokens=arguments.max_new_tokens, speculative=arguments.speculative)
+    after_generate = process.memory_info().rss
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
     result = {
         "speculative": arguments.speculative,
         "rss_before_load_mb": before / 1e6,
         "rss_after_load_mb": after_load / 1e6,
+        "rss_after_generate_mb": after_generate / 1e6,
         "peak_rss_mb": peak / 1e6,
         "main_weights_mb": weight_bytes(model) / 1e6,
         "draft_weights_mb": weight_bytes(model.draft_model) / 1e6 if arguments.speculative else 0.0,
@@ -735,3 +930,97 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# --------------------------------------------------------------------------- plots (matplotlib, imported lazily)
+
+
+def plot_step_statistics(stats: SpeculationStats, title: str = "") -> Any:
+    """Per verify step: tokens drafted vs accepted, and the time spent drafting vs verifying."""
+    import matplotlib.pyplot as plt
+
+    steps = range(1, stats.steps + 1)
+    figure, (counts, times) = plt.subplots(1, 2, figsize=(11, 3.4))
+    counts.bar(steps, stats.drafted_per_step, color="#c9d6ea", label="drafted by the INT4 copy")
+    counts.bar(steps, stats.accepted_per_step, color="#3465a4", label="accepted by the main model")
+    counts.set(xlabel="verify step", ylabel="tokens", title=f"acceptance {stats.acceptance_rate:.0%}")
+    counts.legend(fontsize=8)
+    times.bar(steps, [1000 * t for t in stats.draft_seconds], color="#f0a35e", label="draft")
+    times.bar(steps, [1000 * t for t in stats.verify_seconds], bottom=[1000 * t for t in stats.draft_seconds],
+              color="#7a7a7a", label="verify")
+    times.set(xlabel="verify step", ylabel="ms", title="time per step")
+    times.legend(fontsize=8)
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def plot_sweep(comparisons: Sequence[Comparison], title: str = "") -> Any:
+    """Acceptance, tokens per verify step and speed-up for each draft setting, one line per prompt."""
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(setting_label(comparison.setting) for comparison in comparisons))
+    prompts = list(dict.fromkeys(comparison.prompt_id for comparison in comparisons))
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharex=True)
+    metrics = (("acceptance", lambda c: c.acceptance_rate), ("tokens per verify step", lambda c: c.tokens_per_step),
+               ("speed-up vs plain", lambda c: c.speedup))
+    for axis, (name, value) in zip(axes, metrics):
+        for prompt in prompts:
+            by_label = {setting_label(c.setting): value(c) for c in comparisons if c.prompt_id == prompt}
+            axis.plot(range(len(labels)), [by_label.get(label, float("nan")) for label in labels], "o-", label=prompt)
+        axis.set_title(name)
+        axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
+    axes[2].axhline(1.0, color="black", linewidth=0.8)
+    axes[0].legend(fontsize=8)
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def plot_side_by_side(rows: Sequence[dict], title: str = "", speedup_key: str = "speed-up (CPU time)") -> Any:
+    """Speed-up and acceptance per prompt for every backend/draft (rows from both `summary_rows`)."""
+    import matplotlib.pyplot as plt
+
+    systems = list(dict.fromkeys(f"{row['backend']}, {row['draft']}" for row in rows))
+    prompts = list(dict.fromkeys(row["prompt"] for row in rows))
+    width = 0.8 / len(systems)
+    figure, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+    for axis, key in zip(axes, (speedup_key, "acceptance")):
+        for index, system in enumerate(systems):
+            values = {row["prompt"]: row[key] for row in rows if f"{row['backend']}, {row['draft']}" == system}
+            positions = [p + index * width - 0.4 + width / 2 for p in range(len(prompts))]
+            axis.bar(positions, [values.get(prompt) or 0.0 for prompt in prompts], width, label=system)
+        axis.set_xticks(range(len(prompts)), prompts, fontsize=8)
+        axis.set_title(key)
+    axes[0].axhline(1.0, color="black", linewidth=0.8)
+    axes[0].legend(fontsize=8)
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def plot_payoff(acceptance: float, draft_length: int, measured: dict[str, float], fit: dict,
+                sizes: Sequence[float] = (1.35e8, 5e8, 1.5e9, 3e9, 7e9, 1.3e10, 3.4e10, 7e10)) -> Any:
+    """Left: predicted speed-up against the cost ratio c, measured c's marked. Right: c and speed-up by model size."""
+    import matplotlib.pyplot as plt
+
+    from utils.speedup_model import predicted_speedup
+
+    figure, (by_cost, by_size) = plt.subplots(1, 2, figsize=(12, 3.8))
+    costs = [i / 100 for i in range(0, 101)]
+    by_cost.plot(costs, [predicted_speedup(acceptance, draft_length, c) for c in costs], color="#3465a4")
+    for label, c in measured.items():
+        by_cost.plot([c], [predicted_speedup(acceptance, draft_length, c)], "o", label=f"{label}: c={c:.2f}")
+    by_cost.axhline(1.0, color="black", linewidth=0.8)
+    by_cost.set(xlabel="cost ratio c = draft step / main step", ylabel="predicted speed-up",
+                title=f"a={acceptance:.2f}, k={draft_length}")
+    by_cost.legend(fontsize=8)
+    ratios = [predicted_cost_ratio(size, fit) for size in sizes]
+    by_size.semilogx(sizes, [predicted_speedup(acceptance, draft_length, c) for c in ratios], "o-",
+                     label="predicted speed-up")
+    by_size.semilogx(sizes, ratios, "s--", label="predicted c (INT4 / bf16)")
+    by_size.axhline(1.0, color="black", linewidth=0.8)
+    by_size.set(xlabel="parameters", title="if step time = overhead + weight bytes / bandwidth")
+    by_size.legend(fontsize=8)
+    figure.tight_layout()
+    return figure

@@ -51,7 +51,10 @@ _ARTICLE = (
     "internet access, and today it runs reading programmes for children, language classes for adults "
     "and a small museum about the history of the mill. The library is open six days a week and is "
     "staffed by four librarians and about twenty volunteers. Its budget comes mostly from the town, "
-    "with the rest from donations and an annual book sale held every October."
+    "with the rest from donations and an annual book sale held every October. Last year the sale raised "
+    "enough money to repair the roof and to buy a van that now carries books to three villages in the hills, "
+    "where older residents cannot easily travel to town. The librarians hope to add a recording studio next "
+    "year, so that local people can record the memories of the mill workers before those stories are lost."
 )
 
 _MEETING_NOTES = (
@@ -113,6 +116,13 @@ PROMPTS: tuple[Prompt, ...] = (
     # code
     Prompt("code-fibonacci", "code", "Write a Python function that returns the first n Fibonacci numbers as a list."),
     Prompt("code-reverse", "code", "Write a Python function that reverses the words in a sentence."),
+    Prompt(
+        "code-extend-module",
+        "code",
+        "Here is a Python module. Write one more function for it, `average_order(orders)`, that returns the "
+        f"average order amount, in the same style. Return only the new function.\n\n{_LONG_PYTHON_MODULE}",
+        "long",
+    ),
     # chat
     Prompt("chat-sky", "chat", "Why is the sky blue? Answer in a few sentences."),
     Prompt("chat-sleep", "chat", "Give me three tips for sleeping better."),

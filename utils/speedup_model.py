@@ -5,6 +5,11 @@ With per-token acceptance probability ``a``, draft length ``k`` and cost ratio
 
 * expected tokens produced per main-model pass: (1 - a^(k+1)) / (1 - a)
 * expected speed-up over plain decoding: (1 - a^(k+1)) / ((1 - a) (k c + 1))
+
+The second formula assumes that the main model verifies k+1 tokens in the time
+of one plain step. `predicted_speedup_with_step_times` drops that assumption:
+it takes the measured time of the verification step instead (see
+utils.verification_cost), which on a CPU grows with k.
 """
 from __future__ import annotations
 
@@ -31,10 +36,31 @@ def predicted_speedup(acceptance: float, draft_length: int, cost_ratio: float) -
     return expected_tokens_per_pass(acceptance, draft_length) / (draft_length * cost_ratio + 1.0)
 
 
+def predicted_speedup_with_step_times(
+    acceptance: float, draft_length: int, draft_step: float, plain_step: float, verify_step: float,
+) -> float:
+    """Expected speed-up with measured step times (any unit, the same for all three).
+
+    draft_step: one draft-model step; plain_step: one main-model step over one
+    token; verify_step: one main-model step over draft_length + 1 tokens. With
+    verify_step == plain_step this equals `predicted_speedup(a, k, draft_step / plain_step)`.
+    """
+    if min(draft_step, plain_step, verify_step) < 0 or plain_step == 0 or verify_step == 0:
+        raise ValueError("step times must be >= 0, and the main model's steps > 0")
+    tokens = expected_tokens_per_pass(acceptance, draft_length)
+    return tokens * plain_step / (draft_length * draft_step + verify_step)
+
+
 def acceptance_from_tokens_per_pass(tokens_per_pass: float, draft_length: int, tol: float = 1e-9) -> float:
-    """Invert `expected_tokens_per_pass` by bisection: the per-token acceptance that explains a run."""
-    if not 1.0 <= tokens_per_pass <= draft_length + 1:
+    """Invert `expected_tokens_per_pass` by bisection: the per-token acceptance that explains a run.
+
+    Values a rounding error outside [1, draft_length + 1] are clamped; others raise.
+    """
+    if draft_length < 1:
+        raise ValueError(f"draft length must be >= 1 to estimate acceptance, got {draft_length}")
+    if not 1.0 - 1e-9 <= tokens_per_pass <= draft_length + 1 + 1e-9:
         raise ValueError(f"tokens per pass must lie in [1, {draft_length + 1}], got {tokens_per_pass}")
+    tokens_per_pass = min(max(tokens_per_pass, 1.0), draft_length + 1.0)
     low, high = 0.0, 1.0
     while high - low > tol:
         mid = (low + high) / 2

@@ -1,0 +1,124 @@
+"""Tests for `python -m utils.benchmark`: it runs, refuses bad input before loading models, and its records agree.
+
+A benchmark, not a test of speed: nothing here asserts a timing.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from utils import benchmark
+from utils.generation import SpeculationSetupError
+from utils.model_check import ModelFolderError, TokenizerMismatchError
+from utils.paths import REPO_ROOT
+
+
+def plan(*argv: str):
+    return benchmark.plan_benchmark(benchmark.build_parser().parse_args(list(argv)))
+
+
+def test_help_runs_as_a_module() -> None:
+    result = subprocess.run([sys.executable, "-m", "utils.benchmark", "--help"], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0
+    for option in ("--pair", "--draft", "--precision", "--threshold", "--json", "--repeats", "--warmup"):
+        assert option in result.stdout
+
+
+def test_default_plan_on_the_offline_pair(offline_pair) -> None:
+    default = plan()
+    assert default.main_dir == offline_pair.main and default.draft_dir == offline_pair.draft
+    assert [settings.mode for settings in default.settings] == ["plain", "speculative", "prompt_lookup"]
+    assert {prompt.task for prompt in default.prompts} == {"code", "chat", "summarisation", "input_grounded"}
+    int8 = plan("--draft", "int8", "-k", "2", "4", "--precision", "f32", "--tasks", "code", "--per-task", "1")
+    assert int8.draft_dir == offline_pair.int8 and int8.precision == "f32"
+    assert [settings.label for settings in int8.settings] == ["greedy", "K=2", "K=4", "K=3, ngram=3"]
+    assert len(int8.prompts) == 1
+    dynamic = plan("--threshold", "0.3", "0.6", "--modes", "plain", "speculative")
+    assert [settings.label for settings in dynamic.settings] == ["greedy", "threshold=0.3", "threshold=0.6"]
+    lookup_only = plan("--modes", "plain", "prompt_lookup")
+    assert lookup_only.draft_dir is None
+
+
+@pytest.fixture
+def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a model was loaded before the bad input was reported")
+
+    monkeypatch.setattr(benchmark, "load_pipeline", refuse)
+
+
+@pytest.mark.parametrize("argv, error, message", [
+    (["-k", "0"], SpeculationSetupError, "integer >= 1"),
+    (["-k", "3", "--threshold", "0.4"], SpeculationSetupError, "not both"),
+    (["--threshold", "1.5"], SpeculationSetupError, "between 0 and 1"),
+    (["--pair", "nope"], SpeculationSetupError, "Known pairs"),
+    (["--draft", "int2"], SpeculationSetupError, "Known variants"),
+    (["--modes", "speculative"], SpeculationSetupError, "must include plain"),
+    (["--repeats", "0"], SpeculationSetupError, "--repeats"),
+    (["--ngram", "0"], SpeculationSetupError, "max_ngram_size"),
+    (["--draft-dir", "/no/such/draft"], ModelFolderError, "does not exist"),
+])
+def test_bad_arguments_fail_before_loading(argv, error, message, offline_pair, no_model_loading) -> None:
+    with pytest.raises(error, match=message):
+        plan(*argv)
+
+
+def test_gguf_and_mismatched_drafts_are_refused(tmp_path: Path, offline_pair, no_model_loading) -> None:
+    from utils.tokenizer_mismatch_demo import make_mismatched_draft
+
+    gguf = tmp_path / "draft.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(SpeculationSetupError, match="GGUF"):
+        plan("--draft-dir", str(gguf))
+    mismatched = make_mismatched_draft(offline_pair.draft, tmp_path / "mismatched")
+    with pytest.raises(TokenizerMismatchError):
+        plan("--draft-dir", str(mismatched))
+    with pytest.raises(SpeculationSetupError, match="--draft-dir too"):
+        plan("--main-dir", str(offline_pair.main))
+
+
+def test_single_thread_bf16_is_refused_before_loading(offline_pair, no_model_loading) -> None:
+    import openvino as ov
+
+    if "bf" not in str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")):
+        pytest.skip("the OpenVINO crash this guards against needs a CPU that defaults to bf16")
+    with pytest.raises(SpeculationSetupError, match="floating point exception"):
+        plan("--threads", "1", "--precision", "default")
+    assert plan("--threads", "1", "--precision", "f32").threads == 1
+
+
+def test_cli_reports_bad_input_as_a_usage_error(capsys, offline_pair, no_model_loading) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(["-k", "0"])
+    assert exit_info.value.code == 2
+    assert "num_assistant_tokens (K) must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path, capsys, offline_pair) -> None:
+    output = tmp_path / "bench.json"
+    code = benchmark.main(["--precision", "f32", "--tasks", "input_grounded", "--per-task", "1",
+                           "--max-new-tokens", "12", "--warmup", "0", "--repeats", "1", "--threads", "1",
+                           "--json", str(output)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    for column in ("mode", "setting", "task", "time s", "tokens", "tok/s", "speed-up", "accept", "identical"):
+        assert column in printed
+    document = json.loads(output.read_text())
+    records = document["records"]
+    assert [record["mode"] for record in records] == ["plain", "speculative", "prompt_lookup"]
+    assert document["plan"]["precision"] == "f32" and document["machine"]["cpu_count"]
+    plain = records[0]
+    for record in records:
+        assert record["prompt_id"] == plain["prompt_id"] and record["precision"] == "f32"
+        assert record["generated_tokens"] == len(record["token_ids"])
+        assert sum(record["tokens_per_step"]) == record["generated_tokens"]
+        # f32 greedy: speculation is lossless, so every run is identical to plain and comparable
+        assert record["identical_to_plain"] is True
+        assert record["speedup_vs_plain"] == pytest.approx(plain["wall_seconds"] / record["wall_seconds"])
+        assert record["setting"] in printed
+    assert {row["mode"] for row in document["summary"]} == {"plain", "speculative", "prompt_lookup"}

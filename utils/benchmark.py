@@ -1,0 +1,258 @@
+"""Benchmark plain, speculative and prompt-lookup decoding on one model pair: `python -m utils.benchmark`.
+
+    python -m utils.benchmark                                  # offline pair, int4 draft, K=3, default precision
+    python -m utils.benchmark --draft int8 --precision f32 -k 2 4
+    python -m utils.benchmark --threshold 0.3 0.6 --tasks code chat --json build/bench.json
+    python -m utils.benchmark --main-dir models/x-ov --draft-dir models/y-ov   # any two folders
+
+It uses the same functions as notebooks 02 and 03 (`utils.generation`), so the
+figures agree: every pipeline runs on OpenVINO GenAI's continuous-batching
+backend, warm-up first, repeats interleaved, medians kept, and a speed-up is
+printed only when a run generated as many tokens as plain decoding did.
+`identical` says whether the token ids equal plain decoding's (expect "yes"
+under --precision f32 with greedy decoding).
+
+It is a benchmark, not a test: numbers depend on the machine and on whatever
+else runs on it. Every setting is checked before any model is loaded.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from utils.generation import (
+    PRECISIONS,
+    DecodingSettings,
+    GenerationRecord,
+    SpeculationSetupError,
+    check_draft_folder,
+    check_main_folder,
+    check_single_thread_precision,
+    compare_with_plain,
+    format_table,
+    load_pipeline,
+    measure_side_by_side,
+    summarise,
+)
+from utils.prompts import LENGTHS, TASKS, Prompt, select_prompts
+
+MODES_ORDER = ("plain", "speculative", "prompt_lookup")
+
+
+@dataclass
+class BenchmarkPlan:
+    """Everything a benchmark run needs, validated: folders, settings per mode, prompts, timing options."""
+
+    main_dir: Path
+    draft_dir: Path | None
+    device: str
+    precision: str
+    settings: list[DecodingSettings]
+    prompts: list[Prompt]
+    warmup: int
+    repeats: int
+    threads: int | None
+    description: dict = field(default_factory=dict)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.benchmark",
+        description="Plain vs speculative vs prompt-lookup decoding with OpenVINO GenAI, measured honestly "
+                    "(same backend and precision, warm-up, interleaved repeats, medians, speed-up only for "
+                    "equal token counts).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    models = parser.add_argument_group("models")
+    models.add_argument("--pair", default="offline", help="model pair from utils.model_catalogue")
+    models.add_argument("--draft", default=None, metavar="VARIANT",
+                        help="draft variant of the pair instead of its default (offline pair: int4, int8, fp16)")
+    models.add_argument("--main-dir", type=Path, default=None, help="main model folder (overrides --pair)")
+    models.add_argument("--draft-dir", type=Path, default=None, help="draft model folder (overrides --pair/--draft)")
+    models.add_argument("--device", default="CPU")
+    models.add_argument("--precision", choices=PRECISIONS, default="default",
+                        help="f32 sets INFERENCE_PRECISION_HINT=f32 on main and draft; default keeps the device's "
+                             "choice (bf16 on CPUs with AVX512_BF16/AMX)")
+    models.add_argument("--threads", type=int, default=None, help="CPU inference threads (default: all cores)")
+    decoding = parser.add_argument_group("decoding")
+    decoding.add_argument("--modes", nargs="+", choices=MODES_ORDER, default=list(MODES_ORDER))
+    decoding.add_argument("-k", "--num-assistant-tokens", type=int, nargs="+", default=None, metavar="K",
+                          help="draft tokens per step for speculative decoding (several values: one run each; "
+                               "default 3 unless --threshold is given)")
+    decoding.add_argument("--threshold", type=float, nargs="+", default=None, metavar="T",
+                          help="assistant_confidence_threshold for dynamic speculation (instead of -k)")
+    decoding.add_argument("--lookup-k", type=int, default=3, help="candidate tokens per step for prompt lookup")
+    decoding.add_argument("--ngram", type=int, default=3, help="max_ngram_size for prompt lookup")
+    decoding.add_argument("--max-new-tokens", type=int, default=64)
+    decoding.add_argument("--sample", action="store_true", help="do_sample=True (outputs are then not comparable "
+                                                                "token for token; speed-ups need equal counts)")
+    decoding.add_argument("--seed", type=int, default=42, help="rng_seed when sampling")
+    prompts = parser.add_argument_group("prompts and timing")
+    prompts.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    prompts.add_argument("--length", choices=LENGTHS, default=None, help="only short or only long prompts")
+    prompts.add_argument("--per-task", type=int, default=None, help="at most this many prompts per task")
+    prompts.add_argument("--warmup", type=int, default=1, help="untimed runs per pipeline before timing")
+    prompts.add_argument("--repeats", type=int, default=3, help="timed runs per prompt; the median is kept")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the records here")
+    return parser
+
+
+def _speculative_settings(arguments: argparse.Namespace) -> list[DecodingSettings]:
+    common = {"max_new_tokens": arguments.max_new_tokens, "do_sample": arguments.sample,
+              "rng_seed": arguments.seed}
+    if arguments.num_assistant_tokens is not None and arguments.threshold is not None:
+        # Let DecodingSettings word the error, as it would in a notebook.
+        DecodingSettings("speculative", num_assistant_tokens=arguments.num_assistant_tokens[0],
+                         assistant_confidence_threshold=arguments.threshold[0], **common)
+    if arguments.threshold is not None:
+        return [DecodingSettings("speculative", assistant_confidence_threshold=value, **common)
+                for value in arguments.threshold]
+    values = arguments.num_assistant_tokens or [None]
+    return [DecodingSettings("speculative", num_assistant_tokens=value, **common) for value in values]
+
+
+def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
+    """Turn parsed arguments into a checked plan; raises ValueError (with what to do) before loading models."""
+    common = {"max_new_tokens": arguments.max_new_tokens, "do_sample": arguments.sample,
+              "rng_seed": arguments.seed}
+    settings: list[DecodingSettings] = []
+    if "plain" not in arguments.modes:
+        raise SpeculationSetupError("--modes must include plain: every speed-up is measured against it.")
+    settings.append(DecodingSettings("plain", **common))
+    if "speculative" in arguments.modes:
+        settings.extend(_speculative_settings(arguments))
+    if "prompt_lookup" in arguments.modes:
+        settings.append(DecodingSettings("prompt_lookup", num_assistant_tokens=arguments.lookup_k,
+                                         max_ngram_size=arguments.ngram, **common))
+    if arguments.repeats < 1 or arguments.warmup < 0:
+        raise SpeculationSetupError(f"Need --repeats >= 1 and --warmup >= 0, got {arguments.repeats} and "
+                                    f"{arguments.warmup}.")
+    prompts = select_prompts(arguments.tasks, arguments.length, arguments.per_task)
+    check_single_thread_precision(arguments.device, None, arguments.precision, arguments.threads)
+
+    description = {"pair": arguments.pair, "draft_variant": arguments.draft}
+    if arguments.main_dir is not None:
+        main_dir = arguments.main_dir
+        description["pair"] = None
+    else:
+        from utils.model_catalogue import get_pair
+
+        try:
+            pair = get_pair(arguments.pair)
+            draft_spec = pair.draft_variant(arguments.draft)
+        except KeyError as error:
+            raise SpeculationSetupError(error.args[0]) from None
+        main_dir = pair.main.path
+    main_dir = check_main_folder(main_dir)
+    draft_dir = None
+    if "speculative" in arguments.modes:
+        if arguments.draft_dir is not None:
+            draft_dir = arguments.draft_dir
+        elif arguments.main_dir is None:
+            draft_dir = draft_spec.path
+        else:
+            raise SpeculationSetupError("With --main-dir, give --draft-dir too (or leave speculative out of --modes).")
+        draft_dir = check_draft_folder(draft_dir, main_dir)
+    return BenchmarkPlan(main_dir=main_dir, draft_dir=draft_dir, device=arguments.device,
+                         precision=arguments.precision, settings=settings, prompts=prompts,
+                         warmup=arguments.warmup, repeats=arguments.repeats, threads=arguments.threads,
+                         description=description)
+
+
+def run_benchmark(plan: BenchmarkPlan, progress=None) -> list[GenerationRecord]:
+    """Load one pipeline per mode, measure every setting side by side, and compare with plain."""
+    pipelines = {}
+    for mode in dict.fromkeys(settings.mode for settings in plan.settings):
+        pipelines[mode] = load_pipeline(mode, plan.main_dir, plan.device, precision=plan.precision,
+                                        draft_dir=plan.draft_dir if mode == "speculative" else None,
+                                        threads=plan.threads)
+    candidates = [(pipelines[settings.mode], settings) for settings in plan.settings]
+    records = measure_side_by_side(candidates, plan.prompts, warmup=plan.warmup, repeats=plan.repeats,
+                                   progress=progress)
+    return compare_with_plain(records)
+
+
+def machine_description() -> dict:
+    """Where and when the numbers were taken (they only hold for that machine and load)."""
+    import importlib.metadata
+
+    try:
+        genai_version = importlib.metadata.version("openvino-genai")
+    except importlib.metadata.PackageNotFoundError:
+        genai_version = "not installed"
+    return {
+        "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "openvino_genai": genai_version,
+    }
+
+
+def summary_table(records: Sequence[GenerationRecord]) -> str:
+    """The per-(mode, setting) totals as a text table."""
+    from utils.tables import text_table
+
+    rows = []
+    for row in summarise(records):
+        rows.append({
+            "mode": row["mode"], "setting": row["setting"], "prompts": row["prompts"],
+            "tokens": row["generated_tokens"], "time s": round(row["wall_seconds"], 3),
+            "tok/s": round(row["tokens_per_second"], 1),
+            "speed-up (comparable)": "-" if row["speedup_vs_plain"] is None else
+            f"{row['speedup_vs_plain']:.2f}x over {row['comparable_prompts']}",
+            "identical": f"{row['identical_prompts']}/{row['prompts']}",
+            "acceptance": "-" if row["mean_acceptance_rate"] is None else round(row["mean_acceptance_rate"], 2),
+            "tok/pass": "-" if row["tokens_per_pass"] is None else round(row["tokens_per_pass"], 2),
+        })
+    return text_table(rows)
+
+
+def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationRecord]) -> None:
+    """The records, their summary, the plan and the machine, as JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "machine": machine_description(),
+        "plan": {
+            "main_dir": str(plan.main_dir), "draft_dir": str(plan.draft_dir) if plan.draft_dir else None,
+            "device": plan.device, "precision": plan.precision, "warmup": plan.warmup, "repeats": plan.repeats,
+            "threads": plan.threads, "settings": [settings.label for settings in plan.settings],
+            "prompts": [prompt.id for prompt in plan.prompts], **plan.description,
+        },
+        "records": [record.as_dict() for record in records],
+        "summary": summarise(records),
+    }
+    path.write_text(json.dumps(document, indent=1), encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    try:
+        plan = plan_benchmark(arguments)
+    except (ValueError, KeyError) as error:
+        parser.error(str(error))
+    draft = f", draft {plan.draft_dir.name}" if plan.draft_dir else ""
+    print(f"main {plan.main_dir.name}{draft} on {plan.device}, precision {plan.precision}; "
+          f"{len(plan.prompts)} prompts x {len(plan.settings)} settings, warm-up {plan.warmup}, "
+          f"repeats {plan.repeats}, max_new_tokens {arguments.max_new_tokens}", flush=True)
+    records = run_benchmark(plan, progress=lambda message: print("  " + message, file=sys.stderr, flush=True))
+    print(format_table(records))
+    print()
+    print(summary_table(records))
+    print(f"\nload average {machine_description()['load_average']}: timings are only comparable within this run.")
+    if arguments.json is not None:
+        write_json(arguments.json, plan, records)
+        print(f"records written to {arguments.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
