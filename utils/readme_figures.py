@@ -17,7 +17,7 @@ from pathlib import Path
 from utils.paths import FIGURES_DIR_ENV, REPO_ROOT, build_dir
 
 IMAGES_DIR = REPO_ROOT / "docs" / "images"
-FIGURE_NOTEBOOK_PREFIXES = ("02-", "03-")  # add "05-" when the tuning notebook lands
+FIGURE_NOTEBOOK_PREFIXES = ("02-", "03-", "05-")
 
 
 def figure_notebooks(prefixes: tuple[str, ...] = FIGURE_NOTEBOOK_PREFIXES) -> list[Path]:

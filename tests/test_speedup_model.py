@@ -1,0 +1,76 @@
+"""Tests of utils.speedup_model against hand-computed values of Leviathan et al.'s formulas."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from utils.speedup_model import (
+    acceptance_from_tokens_per_pass,
+    break_even_acceptance,
+    expected_tokens_per_pass,
+    predicted_speedup,
+    predicted_speedup_with_step_times,
+)
+
+
+def test_expected_tokens_per_pass_matches_the_geometric_series() -> None:
+    # (1 - 0.8^5) / (1 - 0.8) = 1 + 0.8 + 0.64 + 0.512 + 0.4096
+    assert expected_tokens_per_pass(0.8, 4) == pytest.approx(3.3616)
+    assert expected_tokens_per_pass(0.0, 5) == 1.0
+    assert expected_tokens_per_pass(1.0, 5) == 6.0
+    assert expected_tokens_per_pass(0.5, 0) == 1.0
+
+
+def test_predicted_speedup_divides_by_the_draft_cost() -> None:
+    assert predicted_speedup(0.8, 4, 0.1) == pytest.approx(3.3616 / 1.4)
+    assert predicted_speedup(0.8, 4, 0.0) == pytest.approx(3.3616)
+    # A useless draft (never accepted) costs k*c on top of every token.
+    assert predicted_speedup(0.0, 3, 0.5) == pytest.approx(1 / 2.5)
+
+
+def test_step_time_version_reduces_to_leviathan_when_verification_is_flat() -> None:
+    assert predicted_speedup_with_step_times(0.7, 3, 5.0, 20.0, 20.0) == pytest.approx(predicted_speedup(0.7, 3, 0.25))
+    # A verification step twice as slow as a plain step lowers the speed-up.
+    slower = predicted_speedup_with_step_times(0.7, 3, 5.0, 20.0, 40.0)
+    assert slower == pytest.approx(expected_tokens_per_pass(0.7, 3) * 20.0 / (15.0 + 40.0))
+    assert slower < predicted_speedup(0.7, 3, 0.25)
+    with pytest.raises(ValueError):
+        predicted_speedup_with_step_times(0.7, 3, 5.0, 0.0, 20.0)
+
+
+@pytest.mark.parametrize("acceptance", [0.05, 0.3, 0.62, 0.9, 0.99])
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_acceptance_round_trips_through_tokens_per_pass(acceptance: float, k: int) -> None:
+    tokens = expected_tokens_per_pass(acceptance, k)
+    assert acceptance_from_tokens_per_pass(tokens, k) == pytest.approx(acceptance, abs=1e-6)
+
+
+def test_acceptance_bounds_and_rounding() -> None:
+    assert acceptance_from_tokens_per_pass(1.0, 3) == pytest.approx(0.0, abs=1e-6)
+    assert acceptance_from_tokens_per_pass(4.0, 3) == pytest.approx(1.0, abs=1e-6)
+    assert acceptance_from_tokens_per_pass(4.0 + 1e-12, 3) == pytest.approx(1.0, abs=1e-6)  # rounding is clamped
+    with pytest.raises(ValueError):
+        acceptance_from_tokens_per_pass(4.5, 3)
+    with pytest.raises(ValueError):
+        acceptance_from_tokens_per_pass(0.5, 3)
+    with pytest.raises(ValueError):
+        acceptance_from_tokens_per_pass(1.0, 0)
+
+
+def test_break_even_acceptance_gives_a_speedup_of_one() -> None:
+    a = break_even_acceptance(4, 0.2)
+    assert 0.0 < a < 1.0
+    assert predicted_speedup(a, 4, 0.2) == pytest.approx(1.0, abs=1e-9)
+    assert predicted_speedup(a - 0.01, 4, 0.2) < 1.0
+    # A draft slower than the main model never pays off, not even if every token is accepted.
+    assert math.isnan(break_even_acceptance(4, 1.5))
+
+
+def test_invalid_inputs_raise() -> None:
+    with pytest.raises(ValueError):
+        expected_tokens_per_pass(1.2, 3)
+    with pytest.raises(ValueError):
+        expected_tokens_per_pass(0.5, -1)
+    with pytest.raises(ValueError):
+        predicted_speedup(0.5, 3, -0.1)
