@@ -489,3 +489,16 @@ def test_figures_draw(tmp_path: Path) -> None:
         figures.draw_speculation_idea(accepted=9)
     with pytest.raises(ValueError, match="only plain"):
         figures.plot_speedup_by_task([make_record("plain")])
+
+
+def test_scheduler_config_budget() -> None:
+    from utils.generation import make_scheduler_config
+
+    default = make_scheduler_config()
+    assert default.cache_size == 0
+    budget = make_scheduler_config(2, max_num_batched_tokens=4096)
+    assert budget.cache_size == 2 and budget.max_num_batched_tokens == 4096
+    assert make_scheduler_config(max_num_batched_tokens=None).max_num_batched_tokens == default.max_num_batched_tokens
+    for bad in (0, -5, 1.5, True, "4096"):
+        with pytest.raises(SpeculationSetupError, match="max_num_batched_tokens"):
+            make_scheduler_config(max_num_batched_tokens=bad)

@@ -312,6 +312,28 @@ def test_real_sweep_concurrency_and_memory(tmp_path: Path, offline_pair) -> None
     assert memory[0]["main_weights_mb"] > 100
 
 
+def test_batch_exactness_refuses_bad_input(offline_pair) -> None:
+    speculative = DecodingSettings("speculative", num_assistant_tokens=2, max_new_tokens=4)
+    with pytest.raises(SpeculationSetupError):
+        sweeps.batch_exactness(OFFLINE, ["Hi"], 2, DecodingSettings("plain", max_new_tokens=4), progress=False)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="requests"):
+            sweeps.batch_exactness(OFFLINE, ["Hi"], bad, speculative, progress=False)
+    with pytest.raises(ValueError, match="prompt"):
+        sweeps.batch_exactness(OFFLINE, [], 2, speculative, progress=False)
+
+
+def test_a_large_token_budget_keeps_a_speculative_batch_exact(offline_pair) -> None:
+    # The workaround notebook 05 recommends: with every prompt of the batch prefilled in one step, each of 8
+    # concurrent speculative requests must equal plain greedy decoding of its prompt alone (f32).
+    prompts = sweeps.sweep_prompts(long_prompts=0)
+    settings = DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=12)
+    [row] = sweeps.batch_exactness(OFFLINE, prompts, 8, settings, token_budgets=[4096], progress=False)
+    assert row["max_num_batched_tokens"] == 4096 and row["requests"] == 8
+    assert row["plain batch = alone"] == 8
+    assert row["speculative batch = alone"] == 8 and row["differing requests"] == []
+
+
 def test_pair_step_times_are_cached(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
     from utils import verification_cost as vc
 

@@ -257,18 +257,29 @@ def device_properties(precision: str | None, threads: int | None = None) -> dict
     return properties
 
 
-def make_scheduler_config(cache_size_gb: int = 0) -> Any:
+def make_scheduler_config(cache_size_gb: int = 0, max_num_batched_tokens: int | None = None) -> Any:
     """A `SchedulerConfig` for the continuous-batching backend.
 
     cache_size_gb: size of the paged KV cache in GB, allocated up front;
     0 (default) lets the cache grow with demand (dynamic allocation).
+    max_num_batched_tokens: tokens the scheduler may process in one step
+    (None = OpenVINO GenAI's default, 256). Prompts that do not fit are split
+    across steps; with a draft model and several requests at once that split
+    changed the output in OpenVINO GenAI 2026.4 (notebook 05, section 6).
     """
     import openvino_genai
 
     if cache_size_gb < 0:
         raise SpeculationSetupError(f"cache_size_gb must be >= 0 (0 = dynamic), got {cache_size_gb}.")
+    if max_num_batched_tokens is not None and (isinstance(max_num_batched_tokens, bool)
+                                               or not isinstance(max_num_batched_tokens, int)
+                                               or max_num_batched_tokens < 1):
+        raise SpeculationSetupError(
+            f"max_num_batched_tokens must be an integer >= 1 or None (the default), got {max_num_batched_tokens!r}.")
     config = openvino_genai.SchedulerConfig()
     config.cache_size = int(cache_size_gb)
+    if max_num_batched_tokens is not None:
+        config.max_num_batched_tokens = max_num_batched_tokens
     return config
 
 
@@ -319,6 +330,7 @@ def load_pipeline(
     cache_size_gb: int = 0,
     backend: str = "continuous_batching",
     threads: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> LoadedPipeline:
     """Build the pipeline for one decoding mode. Inputs are checked before any model is loaded.
 
@@ -327,7 +339,8 @@ def load_pipeline(
     prompt_lookup:  LLMPipeline(main, device, scheduler_config=..., prompt_lookup=True, **props)
 
     `props` comes from `device_properties(precision, threads)` and is applied to
-    main and draft alike. ``backend="stateful"`` (plain only) omits the scheduler config.
+    main and draft alike. ``backend="stateful"`` (plain only) omits the scheduler config;
+    `cache_size_gb` and `max_num_batched_tokens` go into it (`make_scheduler_config`).
     """
     if mode not in MODES:
         raise SpeculationSetupError(f"Unknown mode '{mode}'. Use one of: {', '.join(MODES)}.")
@@ -355,7 +368,7 @@ def load_pipeline(
 
     arguments: dict[str, Any] = dict(properties)
     if backend == "continuous_batching":
-        arguments["scheduler_config"] = make_scheduler_config(cache_size_gb)
+        arguments["scheduler_config"] = make_scheduler_config(cache_size_gb, max_num_batched_tokens)
     if mode == "speculative":
         arguments["draft_model"] = openvino_genai.draft_model(str(draft_path), draft_device or device, **properties)
     if mode == "prompt_lookup":
