@@ -160,3 +160,30 @@ def test_teachers_guide_solutions_run(capsys: pytest.CaptureFixture[str]) -> Non
     for number, block in enumerate(blocks, start=1):
         exec(compile(block, f"teachers-guide.md python block {number}", "exec"), {"__name__": "__guide__"})
     assert "predicted speed-up 2.80x" in capsys.readouterr().out
+
+
+def test_real_notebooks_run_headless_each_in_its_kernel(tmp_path: Path) -> None:
+    """The workshop check on the course's own notebooks: 00 and 01 whole, and the set-up cells of 04 in the
+    IPEX-LLM kernel (its measurements take ~10 minutes; nbval runs all of it)."""
+    notebooks_dir = REPO_ROOT / "notebooks"
+    whole = [next(notebooks_dir.glob("00-*.ipynb")), next(notebooks_dir.glob("01-*.ipynb"))]
+    ipex_notebook = nbformat.read(next(notebooks_dir.glob("04-*.ipynb")), as_version=4)
+    first_import = next(i for i, cell in enumerate(ipex_notebook.cells) if "ipex_self_speculation" in cell.source)
+    ipex_notebook.cells = ipex_notebook.cells[: first_import + 1]
+    ipex_notebook.cells.append(nbformat.v4.new_code_cell(
+        "import ipex_llm, transformers\nassert transformers.__version__.startswith('4.37')\nprint(VIEW)"))
+    (tmp_path / "notebooks").mkdir()
+    ipex_setup = tmp_path / "notebooks" / "04-setup-cells.ipynb"
+    nbformat.write(ipex_notebook, ipex_setup)
+
+    outcomes = run_notebooks.run_notebooks(whole + [ipex_setup], tmp_path / "out")
+
+    assert [(o.status, o.kernel) for o in outcomes] == [("passed", "python3"), ("passed", "python3"),
+                                                         ("passed", "ipex-llm")], outcomes
+    for outcome in outcomes:
+        executed = nbformat.read(outcome.executed_path, as_version=4)
+        code_cells = [cell for cell in executed.cells if cell.cell_type == "code"]
+        assert all(cell.execution_count for cell in code_cells)
+        assert any(cell.outputs for cell in code_cells)
+    summary = (tmp_path / "out" / "summary.html").read_text(encoding="utf-8")
+    assert all(path.name in summary for path in whole + [ipex_setup])
