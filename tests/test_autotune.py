@@ -245,3 +245,9 @@ def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.M
     again = autotune_pair(pair, prompts, CANDIDATES, budget_seconds=600, cost_model=model, cache=cache,
                           progress=False)
     assert again.best_value == result.best_value and len(calls) == len(result.trials) + 1  # from the cache
+
+
+def test_cost_ratio_is_draft_step_over_one_token_main_step() -> None:
+    model = StepCostModel(draft_step_ms=5.0, main_step_ms=lambda tokens: 20.0 * tokens)
+    assert model.cost_ratio == 0.25
+    assert StepCostModel.from_cost_ratio(0.3).cost_ratio == 0.3

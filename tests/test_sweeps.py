@@ -321,6 +321,8 @@ def test_batch_exactness_refuses_bad_input(offline_pair) -> None:
             sweeps.batch_exactness(OFFLINE, ["Hi"], bad, speculative, progress=False)
     with pytest.raises(ValueError, match="prompt"):
         sweeps.batch_exactness(OFFLINE, [], 2, speculative, progress=False)
+    with pytest.raises(ValueError, match="token budget"):
+        sweeps.batch_exactness(OFFLINE, ["Hi"], 2, speculative, token_budgets=[], progress=False)
 
 
 def test_a_large_token_budget_keeps_a_speculative_batch_exact(offline_pair) -> None:

@@ -54,10 +54,6 @@ def test_bad_arguments_raise_before_loading(tmp_path) -> None:
         vc.measure_step_times(tmp_path / "missing", repeats=1)
 
 
-def test_cost_ratio_is_draft_over_main() -> None:
-    assert vc.CostRatio(draft_step_ms=5.0, main_step_ms=20.0).value == 0.25
-
-
 DRAFT = get_pair("offline").draft
 
 
@@ -95,4 +91,4 @@ def test_pair_step_times_are_measured_together(offline_pair) -> None:
                                                         repeats=2, warmup=0)
     assert [step.tokens for step in main_steps] == [1, 2]
     assert draft_step.tokens == 1 and len(draft_step.samples_ms) == 2
-    assert vc.CostRatio(draft_step.median_ms, main_steps[0].median_ms).value > 0
+    assert draft_step.median_ms > 0 and main_steps[0].median_ms > 0

@@ -781,6 +781,9 @@ def batch_exactness(
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
     if not prompt_list:
         raise ValueError("Give at least one prompt.")
+    if not token_budgets:
+        raise ValueError("Give at least one token budget (None = the scheduler's default).")
+    default_budget = make_scheduler_config().max_num_batched_tokens
     check_pair_ready(pair, [SweepPoint("requests", requests, settings, PipelineSpec())])
     plain_settings = plain_settings_for(settings)
     texts = [prompt_list[index % len(prompt_list)].text for index in range(requests)]
@@ -791,24 +794,24 @@ def batch_exactness(
             bar.set_postfix_str(description)
             bar.update(1)
 
-    alone = PipelinePool(pair, device, keep=1).get(PipelineSpec("plain"))
-    reference_by_prompt = {text: _generate_batch(alone, [text], plain_settings)[2][0] for text in dict.fromkeys(texts)}
-    del alone
-    step("plain, one request at a time")
-    reference = [reference_by_prompt[text] for text in texts]
+    reference: list[str] = []
     rows = []
     for budget in token_budgets:
         spec = PipelineSpec(max_num_batched_tokens=budget)
-        pool = PipelinePool(pair, device, keep=2)
-        plain_batch = _generate_batch(pool.get(spec.plain_reference), texts, plain_settings)[2]
+        plain = load_spec_pipeline(pair, spec.plain_reference, device)
+        if not reference:  # plain decoding of each prompt alone, once
+            alone = {text: _generate_batch(plain, [text], plain_settings)[2][0] for text in dict.fromkeys(texts)}
+            reference = [alone[text] for text in texts]
+            step("plain, one request at a time")
+        plain_batch = _generate_batch(plain, texts, plain_settings)[2]
+        del plain
         step(f"plain batch, budget {budget or 'default'}")
-        speculative_batch = _generate_batch(pool.get(spec), texts, settings)[2]
+        speculative_batch = _generate_batch(load_spec_pipeline(pair, spec, device), texts, settings)[2]
         step(f"speculative batch, budget {budget or 'default'}")
-        pool.release()
         differing = [index for index, (got, want) in enumerate(zip(speculative_batch, reference)) if got != want]
         first = differing[0] if differing else None
         rows.append({
-            "max_num_batched_tokens": budget if budget is not None else "default (256)",
+            "max_num_batched_tokens": budget if budget is not None else f"default ({default_budget})",
             "requests": requests,
             "plain batch = alone": sum(got == want for got, want in zip(plain_batch, reference)),
             "speculative batch = alone": requests - len(differing),

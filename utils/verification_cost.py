@@ -226,32 +226,3 @@ def find_cost_jump(step_times: Sequence[StepTime], factor: float = 1.5) -> int |
         if relative > factor:
             return tokens - 1
     return None
-
-
-@dataclass(frozen=True)
-class CostRatio:
-    """Cost ratio c of Leviathan et al.: draft step time / main step time, both one-token steps."""
-
-    draft_step_ms: float
-    main_step_ms: float
-
-    @property
-    def value(self) -> float:
-        return self.draft_step_ms / self.main_step_ms
-
-
-def measure_cost_ratio(
-    main_dir: Path | str,
-    draft_dir: Path | str,
-    device: str = "CPU",
-    *,
-    context_tokens: int = 128,
-    repeats: int = 9,
-    main_precision: str | None = "f32",
-    draft_precision: str | None = "f32",
-) -> CostRatio:
-    """Time one-token steps of the draft and of the main model, interleaved, and return their ratio."""
-    main_steps, draft_step = measure_pair_step_times(
-        main_dir, draft_dir, device, token_counts=[1], context_tokens=context_tokens, repeats=repeats,
-        main_precision=main_precision, draft_precision=draft_precision)
-    return CostRatio(draft_step_ms=draft_step.median_ms, main_step_ms=main_steps[0].median_ms)
