@@ -121,12 +121,14 @@ def tool(module: str, extra: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("command", choices=["lab", "test", "setup", "prefetch", "run-notebooks", "benchmark", "figures"],
+    parser.add_argument("command", choices=["lab", "test", "setup", "prefetch", "run-notebooks", "benchmark", "figures",
+                                                     "refresh-outputs"],
                         help="lab: open the notebooks; test: run all tests; setup: only set up; "
                              "prefetch: fetch the real model pairs for offline use; "
                              "run-notebooks: execute every notebook headless with an HTML summary; "
                              "benchmark: python -m utils.benchmark; "
-                             "figures: regenerate the README's images (python -m utils.readme_figures)")
+                             "figures: regenerate the README's images (python -m utils.readme_figures); "
+                             "refresh-outputs: re-run notebooks and commit-ready outputs (python -m utils.notebook_outputs)")
     arguments, extra = parser.parse_known_args()
     if arguments.command == "lab":
         lab(extra)
@@ -136,7 +138,8 @@ def main() -> None:
         setup()
     else:
         module = {"prefetch": "utils.prefetch", "run-notebooks": "utils.run_notebooks",
-                  "benchmark": "utils.benchmark", "figures": "utils.readme_figures"}[arguments.command]
+                  "benchmark": "utils.benchmark", "figures": "utils.readme_figures",
+                  "refresh-outputs": "utils.notebook_outputs"}[arguments.command]
         tool(module, extra)
 
 
