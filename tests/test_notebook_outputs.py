@@ -1,0 +1,146 @@
+"""Committed outputs: fresh for every notebook, cleaned of noise, and checked by nbval where marked."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from utils.notebook_outputs import (
+    MAX_NOTEBOOK_BYTES,
+    REFERENCE_RUN_KEY,
+    WIDGET_VIEW_MIME,
+    clean_outputs,
+    code_fingerprint,
+    main,
+    stale_reason,
+)
+from utils.paths import REPO_ROOT
+
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
+
+
+def executed_notebook(*sources: str) -> nbformat.NotebookNode:
+    notebook = new_notebook(cells=[new_markdown_cell("# Title")] + [new_code_cell(s) for s in sources],
+                            metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
+    for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
+        cell.execution_count = number + 1
+    notebook.metadata[REFERENCE_RUN_KEY] = {"code_fingerprint": code_fingerprint(notebook)}
+    return notebook
+
+
+def test_fingerprint_follows_code_not_markdown_or_outputs() -> None:
+    notebook = executed_notebook("x = 1", "print(x)")
+    before = code_fingerprint(notebook)
+    notebook.cells[0].source = "# Another title"
+    notebook.cells[1].outputs = [new_output("stream", name="stdout", text="1\n")]
+    assert code_fingerprint(notebook) == before
+    notebook.cells[2].source = "print(x + 1)"
+    assert code_fingerprint(notebook) != before
+
+
+def test_fingerprint_sees_a_moved_line_between_cells() -> None:
+    assert code_fingerprint(executed_notebook("a\nb", "c")) != code_fingerprint(executed_notebook("a", "b\nc"))
+
+
+def test_fresh_and_stale() -> None:
+    notebook = executed_notebook("x = 1")
+    assert stale_reason(notebook) is None
+    notebook.cells[1].source = "x = 2"
+    assert "changed" in stale_reason(notebook)
+    del notebook.metadata[REFERENCE_RUN_KEY]
+    assert "no reference run" in stale_reason(notebook)
+
+
+def test_a_new_unexecuted_cell_is_stale_even_with_a_matching_fingerprint() -> None:
+    notebook = executed_notebook("x = 1")
+    notebook.cells.append(new_code_cell("y = 2"))
+    notebook.metadata[REFERENCE_RUN_KEY]["code_fingerprint"] = code_fingerprint(notebook)
+    assert "[2]" in stale_reason(notebook)
+
+
+def test_clean_outputs_removes_noise_and_keeps_results() -> None:
+    notebook = executed_notebook("run()")
+    notebook.metadata["widgets"] = {"state": {}}
+    cell = notebook.cells[1]
+    cell.metadata["execution"] = {"iopub.execute_input": "2026-11-30T12:00:00"}
+    cell.outputs = [
+        new_output("stream", name="stderr", text="  0%|          | 0/3\r 33%|###       | 1/3"),
+        new_output("stream", name="stderr", text="\r100%|##########| 3/3\n"),
+        new_output("display_data", data={WIDGET_VIEW_MIME: {"model_id": "abc"}, "text/plain": "HBox()"}),
+        new_output("stream", name="stdout", text="<Pipeline object at 0x7f3a2b1c9d10>\n"),
+        new_output("execute_result", data={"text/plain": "<Figure at 0x7fa1b2c3d4e5>"}, execution_count=1),
+    ]
+    clean_outputs(notebook)
+    assert "widgets" not in notebook.metadata and "execution" not in cell.metadata
+    assert [o.output_type for o in cell.outputs] == ["stream", "stream", "execute_result"]
+    assert cell.outputs[0].text == "100%|##########| 3/3\n"
+    assert cell.outputs[1].text == "<Pipeline object at 0x…>\n"
+    assert cell.outputs[2].data["text/plain"] == "<Figure at 0x…>"
+
+
+def test_check_command_reports_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fresh, stale = tmp_path / "fresh.ipynb", tmp_path / "stale.ipynb"
+    nbformat.write(executed_notebook("x = 1"), fresh)
+    changed = executed_notebook("x = 1")
+    changed.cells[1].source = "x = 3"
+    nbformat.write(changed, stale)
+    assert main(["--check", str(fresh)]) == 0
+    assert main(["--check", str(fresh), str(stale)]) == 1
+    assert "stale.ipynb: stale: its code cells changed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
+def test_committed_outputs_are_fresh(notebook: Path) -> None:
+    content = nbformat.read(notebook, as_version=4)
+    nbformat.validate(content)
+    reason = stale_reason(content)
+    assert reason is None, (f"{notebook.name}: committed outputs are stale: {reason}. Regenerate them with "
+                            f"`python3 tutorial.py refresh-outputs {notebook.relative_to(REPO_ROOT)}`")
+    assert "widgets" not in content.metadata, f"{notebook.name}: saved widget state; refresh its outputs"
+    assert notebook.stat().st_size < MAX_NOTEBOOK_BYTES, f"{notebook.name} is too large to render on GitHub"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
+def test_notebook_shows_results_and_has_checked_cells(notebook: Path) -> None:
+    cells = nbformat.read(notebook, as_version=4).cells
+    code = [cell for cell in cells if cell.cell_type == "code"]
+    assert any(cell.outputs for cell in code), f"{notebook.name} shows no output at all"
+    checked = [cell for cell in code if cell.source.lstrip().startswith(CHECK_MARK)]
+    assert checked, f"{notebook.name}: no cell is marked {CHECK_MARK} for nbval's comparison"
+    assert all(cell.outputs for cell in checked), f"{notebook.name}: a checked cell has no committed output"
+
+
+def run_nbval(notebook: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-q",
+                           "--rootdir", str(notebook.parent), str(notebook)],
+                          cwd=notebook.parent, capture_output=True, text=True, timeout=600)
+
+
+def test_nbval_fails_when_a_checked_output_was_altered(tmp_path: Path) -> None:
+    """The comparison bites: the setup notebook passes as committed and fails with one checked output changed."""
+    source = REPO_ROOT / "notebooks" / "00-setup-and-environment-check.ipynb"
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    original, altered = folder / "original.ipynb", folder / "altered.ipynb"
+    shutil.copy(source, original)
+    content = nbformat.read(source, as_version=4)
+    checked = [cell for cell in content.cells if cell.cell_type == "code"
+               and cell.source.lstrip().startswith(CHECK_MARK) and cell.outputs]
+    assert checked, "notebook 00 has no checked cell with output"
+    output = next(o for o in checked[0].outputs if o.output_type in ("stream", "execute_result", "display_data"))
+    if output.output_type == "stream":
+        output.text = "an output the code does not print\n"
+    else:
+        output.data["text/plain"] = "an output the code does not print"
+    nbformat.write(content, altered)
+    as_committed = run_nbval(original)
+    assert as_committed.returncode == 0, as_committed.stdout[-3000:]
+    tampered = run_nbval(altered)
+    assert tampered.returncode != 0, tampered.stdout[-3000:]
+    assert "an output the code does not print" in tampered.stdout
