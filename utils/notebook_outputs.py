@@ -141,6 +141,13 @@ def refresh(notebook_path: Path, work_dir: Path, cell_timeout: int) -> tuple[boo
     return True, f"{notebook_path.name}: outputs refreshed in {outcome.seconds:.0f} s, {size / 1e3:.0f} kB{note}"
 
 
+def describe_reference_run(notebook: Any) -> str:
+    """One line on when and how fast the committed outputs were made."""
+    run = notebook.metadata.get(REFERENCE_RUN_KEY, {})
+    return (f"reference run {run.get('date')}: {run.get('seconds')} s on {run.get('machine', {}).get('cores')} cores "
+            f"of {run.get('machine', {}).get('cpu')}, load average {run.get('load_average_at_start')} at its start")
+
+
 def default_notebooks() -> list[Path]:
     return sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 
@@ -162,10 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.check:
         import nbformat
 
-        stale = [(path, stale_reason(nbformat.read(path, as_version=4))) for path in notebooks]
-        for path, reason in stale:
-            print(f"{path.name}: {'stale: ' + reason if reason else 'fresh'}")
-        return 1 if any(reason for _, reason in stale) else 0
+        stale = False
+        for path in notebooks:
+            notebook = nbformat.read(path, as_version=4)
+            reason = stale_reason(notebook)
+            stale |= reason is not None
+            print(f"{path.name}: stale: {reason}" if reason else f"{path.name}: fresh ({describe_reference_run(notebook)})")
+        return 1 if stale else 0
     work_dir = build_dir() / "reference-run"
     os.environ.pop("MPLBACKEND", None)  # the kernels must draw inline plots into the outputs
     failures = 0
