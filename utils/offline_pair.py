@@ -10,6 +10,7 @@ second finds the first's folders done and reuses them).
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.metadata
 import importlib.util
 import sys
@@ -179,6 +180,11 @@ def main(argv: list[str] | None = None) -> None:
         folders = prepare_offline_models(force=arguments.force)
     except (OfflineModelError, FolderNotWritableError, InsufficientDiskError, ExportError) as error:
         sys.exit(f"error: {error}")
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        sys.exit(f"error: the disk of {models_dir()} filled up during the build (another program wrote to it "
+                 "meanwhile?). Free some space and run again: the unfinished folder is removed then.")
     for name, folder in folders.items():
         print(f"{name:>5}  {folder_size_bytes(folder) / 1e6:8.1f} MB  {folder}")
 
