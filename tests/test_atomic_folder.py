@@ -2,14 +2,27 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from utils.atomic_folder import (COMPLETE_MARKER, atomic_folder, folder_size_bytes, is_up_to_date, read_marker,
-                                 remove_stale_temporaries)
+from utils.atomic_folder import (COMPLETE_MARKER, DIGEST_MAX_BYTES, FolderNotWritableError, atomic_folder,
+                                 damaged_files, folder_size_bytes, has_file_records, is_up_to_date, live_temporaries,
+                                 lock_path, read_marker, remove_stale_temporaries, require_writable, stale_temporaries)
+from utils.paths import REPO_ROOT
 
 RECIPE = {"weight_format": "int4", "extra_args": ["--group-size", "64"]}
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (and been waited for)."""
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    return finished.pid
 
 
 def leftovers(parent: Path) -> list[str]:
@@ -77,12 +90,13 @@ def test_successful_rebuild_replaces_the_old_folder_entirely(tmp_path: Path) -> 
 
 
 def test_leftovers_of_a_crashed_build_are_removed(tmp_path: Path) -> None:
-    crashed = tmp_path / ".tmp-model-99999"  # another (dead) process's temporary folder
+    pid = dead_pid()
+    crashed = tmp_path / f".tmp-model-{pid}"  # another (dead) process's temporary folder
     crashed.mkdir()
     (crashed / "weights.bin").write_text("garbage")
-    retired = tmp_path / ".tmp-model-old-99999"
+    retired = tmp_path / f".tmp-model-old-{pid}"
     retired.mkdir()
-    unrelated = tmp_path / ".tmp-othermodel-99999"
+    unrelated = tmp_path / f".tmp-othermodel-{pid}"
     unrelated.mkdir()
     build(tmp_path / "model", "fresh")
     assert not crashed.exists() and not retired.exists()
@@ -91,7 +105,8 @@ def test_leftovers_of_a_crashed_build_are_removed(tmp_path: Path) -> None:
 
 
 def test_remove_stale_temporaries_alone(tmp_path: Path) -> None:
-    (tmp_path / ".tmp-model-1").mkdir()
+    (tmp_path / f".tmp-model-{dead_pid()}").mkdir()
+    (tmp_path / f".tmp-model-{os.getpid()}").mkdir()  # this process is not building it: a leftover too
     (tmp_path / "model").mkdir()
     remove_stale_temporaries(tmp_path / "model")
     assert leftovers(tmp_path) == [] and (tmp_path / "model").is_dir()
@@ -129,3 +144,126 @@ def test_temporaries_of_a_folder_whose_name_extends_this_one_are_left_alone(tmp_
     assert sibling_in_progress.exists(), (
         "building 'model' deleted the temporary folder of 'model-int4': match only "
         "`.tmp-<name>-<pid>` and `.tmp-<name>-old-<pid>` in remove_stale_temporaries")
+
+
+# --- builds of one folder exclude each other -----------------------------------------------------------------------
+
+@pytest.fixture
+def live_process():
+    """A running process (another pid than this one) for the duration of a test."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_temporary_folder_of_a_live_process_is_never_touched(tmp_path: Path, live_process) -> None:
+    """The bug of issue 15 (item 2): a second build deleted the first build's live temporary folder."""
+    in_progress = tmp_path / f".tmp-model-{live_process.pid}"  # made by the live process, after it started
+    in_progress.mkdir()
+    (in_progress / "openvino_model.bin").write_text("being written")
+    assert stale_temporaries(tmp_path / "model") == [] and live_temporaries(tmp_path / "model") == [in_progress]
+    build(tmp_path / "model", "w")
+    remove_stale_temporaries(tmp_path / "model")
+    assert (in_progress / "openvino_model.bin").read_text() == "being written"
+    live_process.kill()
+    live_process.wait()
+    remove_stale_temporaries(tmp_path / "model")  # once its process is gone, the next run removes it
+    assert not in_progress.exists()
+
+
+def test_temporary_folder_older_than_the_process_with_its_pid_is_stale(tmp_path: Path, live_process) -> None:
+    """A pid reused by a process that started after the folder was last written cannot own that folder."""
+    leftover = tmp_path / f".tmp-model-{live_process.pid}"
+    leftover.mkdir()
+    an_hour_ago = time.time() - 3600
+    os.utime(leftover, (an_hour_ago, an_hour_ago))
+    assert stale_temporaries(tmp_path / "model") == [leftover]
+    remove_stale_temporaries(tmp_path / "model")
+    assert not leftover.exists()
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from utils.atomic_folder import build_lock
+with build_lock(Path(sys.argv[1])):
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_second_build_waits_for_the_first_and_says_so(tmp_path: Path, capsys) -> None:
+    final = tmp_path / "model"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(final), "3"], cwd=REPO_ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "holding"
+    started = time.monotonic()
+    build(final, "second")
+    waited = time.monotonic() - started
+    assert holder.wait(timeout=30) == 0
+    assert waited > 1.5, f"built after {waited:.1f} s although another process held the lock for 3 s"
+    assert f"Another process is building {final}; waiting" in capsys.readouterr().out
+    assert (final / "weights.bin").read_text() == "second" and leftovers(tmp_path) == []
+
+
+def test_lock_is_reentrant_within_one_process(tmp_path: Path) -> None:
+    from utils.atomic_folder import build_lock
+
+    with build_lock(tmp_path / "model"):
+        build(tmp_path / "model", "nested")  # atomic_folder takes the same lock again: must not wait for itself
+    assert (tmp_path / "model" / "weights.bin").read_text() == "nested"
+    assert lock_path(tmp_path / "model") == tmp_path / ".model.lock"
+
+
+def test_unwritable_folder_is_reported_in_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(FolderNotWritableError) as error:
+        build(blocker / "models" / "model", "w")
+    message = str(error.value)
+    assert "\n" not in message and str(blocker / "models") in message and "SPECDEC_MODELS_DIR" in message
+    with pytest.raises(FolderNotWritableError):
+        require_writable(blocker)
+    assert require_writable(tmp_path / "new" / "models") == tmp_path / "new" / "models"
+    assert [p.name for p in (tmp_path / "new" / "models").iterdir()] == []  # the write test leaves nothing
+
+
+# --- the marker records every file ----------------------------------------------------------------------------------
+
+def test_marker_records_sizes_and_digests_of_small_files(tmp_path: Path) -> None:
+    final = tmp_path / "model"
+    with atomic_folder(final, RECIPE) as work:
+        (work / "config.json").write_text('{"a": 1}')
+        (work / "sub").mkdir()
+        (work / "sub" / "big.bin").write_bytes(b"\0" * (DIGEST_MAX_BYTES + 1))
+    files = read_marker(final)["files"]
+    assert set(files) == {"config.json", "sub/big.bin"}
+    assert files["config.json"]["bytes"] == 8 and len(files["config.json"]["sha256"]) == 64
+    assert files["sub/big.bin"] == {"bytes": DIGEST_MAX_BYTES + 1}  # weights: size only
+    assert damaged_files(final) == [] and has_file_records(final)
+
+
+@pytest.mark.parametrize("damage, expected", [
+    (lambda f: (f / "weights.bin").write_bytes(b"0123"), "weights.bin has 4 bytes instead of 8"),
+    (lambda f: (f / "config.json").write_text('{"b": 1}'), "config.json was modified since it was built"),  # same size
+    (lambda f: (f / "config.json").unlink(), "config.json is missing"),
+], ids=["truncated", "edited", "deleted"])
+def test_damage_is_detected_and_makes_the_folder_stale(tmp_path: Path, damage, expected: str) -> None:
+    final = tmp_path / "model"
+    with atomic_folder(final, RECIPE) as work:
+        (work / "weights.bin").write_bytes(b"01234567")
+        (work / "config.json").write_text('{"a": 1}')
+    assert is_up_to_date(final, RECIPE)
+    damage(final)
+    assert damaged_files(final) == [expected]
+    assert not is_up_to_date(final, RECIPE)  # so the next preparation rebuilds it
+
+
+def test_marker_without_file_records_is_still_accepted(tmp_path: Path) -> None:
+    """Folders built before sizes were recorded: accepted as before (nothing to compare with)."""
+    final = tmp_path / "model"
+    final.mkdir()
+    (final / "weights.bin").write_text("w")
+    (final / COMPLETE_MARKER).write_text(json.dumps({"recipe": RECIPE, "built_at": "2026-11-29T10:00:00+0000"}))
+    assert damaged_files(final) == [] and not has_file_records(final) and is_up_to_date(final, RECIPE)

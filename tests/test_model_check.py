@@ -1,12 +1,14 @@
 """Tests for utils.model_check and utils.tokenizer_mismatch_demo on the real offline pair."""
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from utils.atomic_folder import is_up_to_date, read_marker
+from utils.atomic_folder import atomic_folder, is_up_to_date, read_marker
 from utils.model_check import (REQUIRED_OPENVINO_FILES, ModelFolderError, TokenizerMismatchError, check_model_folder,
                                check_pair, is_complete, openvino_token_ids)
 from utils.tokenizer_mismatch_demo import TOKENIZER_FILES, make_mismatched_draft, truncated_merges_tokenizer_json
@@ -47,7 +49,12 @@ def test_missing_folder(tmp_path: Path) -> None:
 
 
 def test_missing_folder_with_interrupted_build_says_so(tmp_path: Path) -> None:
-    (tmp_path / ".tmp-no-such-model-ov-4242").mkdir()
+    import subprocess
+    import sys
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    (tmp_path / f".tmp-no-such-model-ov-{ended.pid}").mkdir()
     with pytest.raises(ModelFolderError, match="interrupted build"):
         check_model_folder(tmp_path / "no-such-model-ov")
 
@@ -65,6 +72,7 @@ def test_half_written_folder_is_incomplete(offline_pair, tmp_path: Path, weights
 
 def test_every_required_file_is_checked(offline_pair, tmp_path: Path) -> None:
     folder = copy_without_weights(offline_pair.draft, tmp_path / "model-ov", b"\x00" * 16)
+    (folder / ".complete").unlink()  # exported by hand: no marker, so no recorded sizes to compare with
     assert check_model_folder(folder) == folder  # all present: accepted (weights are not loaded here)
     for name in REQUIRED_OPENVINO_FILES:
         kept = (folder / name).read_bytes()
@@ -72,6 +80,88 @@ def test_every_required_file_is_checked(offline_pair, tmp_path: Path) -> None:
         with pytest.raises(ModelFolderError, match=name.replace(".", r"\.")):
             check_model_folder(folder)
         (folder / name).write_bytes(kept)
+
+
+def damage_weights_cut_in_half(folder: Path) -> str:
+    weights = (folder / "openvino_model.bin").read_bytes()
+    (folder / "openvino_model.bin").unlink()  # a hard-linked copy: do not write through to the source
+    (folder / "openvino_model.bin").write_bytes(weights[:len(weights) // 2])
+    return f"openvino_model.bin has {len(weights) // 2:,} bytes instead of {len(weights):,}"
+
+
+def damage_truncated_xml(folder: Path) -> str:
+    text = (folder / "openvino_model.xml").read_bytes()
+    (folder / "openvino_model.xml").unlink()
+    (folder / "openvino_model.xml").write_bytes(text[:len(text) - 100])
+    return f"openvino_model.xml has {len(text) - 100:,} bytes instead of {len(text):,}"
+
+
+def damage_broken_config(folder: Path) -> str:
+    text = (folder / "config.json").read_text()
+    (folder / "config.json").unlink()
+    (folder / "config.json").write_text(text.replace("{", "[", 1))  # same size, invalid JSON
+    return "config.json was modified since it was built"
+
+
+def link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # another file system
+        shutil.copy2(source, destination)
+
+
+def linked_copy(source: Path, destination: Path) -> Path:
+    """A copy of a model folder, built through `atomic_folder` so its marker records every file (whatever
+    the source's marker holds). Big files are hard links: the damage functions replace files, never write
+    through to the source."""
+    with atomic_folder(destination, {"copy_of": str(source)}) as work:
+        shutil.copytree(source, work, copy_function=link_or_copy, dirs_exist_ok=True,
+                        ignore=lambda _folder, names: [".complete"])
+    return destination
+
+
+@pytest.mark.parametrize("damage", [damage_weights_cut_in_half, damage_truncated_xml, damage_broken_config],
+                         ids=["bin-cut-in-half", "xml-truncated", "config-broken"])
+def test_damaged_folder_is_reported_before_openvino_reads_it(offline_pair, tmp_path: Path, damage) -> None:
+    """Issue 15, item 4: such folders passed the check, then OpenVINO failed with "Incorrect weights in bin
+    file!" or a JSON error that named no folder."""
+    from utils.generation import check_draft_folder, check_main_folder
+
+    folder = linked_copy(offline_pair.draft, tmp_path / "damaged-ov")
+    assert check_model_folder(folder) == folder
+    what = damage(folder)
+    for check in (check_model_folder, check_main_folder, check_draft_folder):
+        with pytest.raises(ModelFolderError) as error:
+            check(folder)
+        message = str(error.value)
+        assert f"folder {folder} is damaged: {what}." in message
+        assert "Delete it and prepare it again" in message and "python -m utils.offline_pair" in message
+        assert "\n" not in message
+    assert check_model_folder(offline_pair.draft) == offline_pair.draft  # the source is intact
+
+
+def test_folder_built_before_sizes_were_recorded_is_accepted(offline_pair, tmp_path: Path) -> None:
+    folder = linked_copy(offline_pair.draft, tmp_path / "old-marker-ov")
+    marker = json.loads((folder / ".complete").read_text())
+    (folder / ".complete").unlink()
+    (folder / ".complete").write_text(json.dumps({"recipe": marker["recipe"], "built_at": marker["built_at"]}))
+    assert check_model_folder(folder) == folder and is_complete(folder)
+
+
+def test_missing_folder_being_built_says_wait(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    builder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / f".tmp-no-such-model-ov-{builder.pid}").mkdir()
+        with pytest.raises(ModelFolderError, match="being built right now by another process"):
+            check_model_folder(tmp_path / "no-such-model-ov")
+    finally:
+        builder.kill()
+        builder.wait()
+    with pytest.raises(ModelFolderError, match="interrupted build"):
+        check_model_folder(tmp_path / "no-such-model-ov")
 
 
 def test_gguf_path_is_refused(tmp_path: Path) -> None:

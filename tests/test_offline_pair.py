@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +18,9 @@ import pytest
 from utils import offline_pair as offline_pair_module
 from utils.atomic_folder import atomic_folder, is_up_to_date
 from utils.model_catalogue import SMOLLM2_FP16, SMOLLM2_INT4, SMOLLM2_INT8
-from utils.offline_pair import (OfflineModelError, export_recipe, gguf_path, hf_folder, hf_recipe,
-                                prepare_offline_models, verify_tokenizer)
+from utils.offline_pair import (OFFLINE_EXPORTS, OfflineModelError, estimated_bytes, export_recipe, gguf_path,
+                                hf_folder, hf_recipe, prepare_offline_models, verify_tokenizer)
+from utils.paths import MODELS_DIR_ENV
 
 
 def must_not_run(*_args, **_kwargs):
@@ -196,3 +200,102 @@ def test_verify_tokenizer() -> None:
         verify_tokenizer(StubTokenizer([1, 2, 3], "abc"), [1, 2, 3, 4], "abc")
     with pytest.raises(OfflineModelError, match="round-trip"):
         verify_tokenizer(StubTokenizer([1, 2, 3], "ab c"), [1, 2, 3], "abc")
+
+
+# --- checks before the long work (issue 15, item 8) ----------------------------------------------------------------
+
+def test_not_enough_disk_fails_before_any_work_and_says_how_much(tmp_models_dir: Path, fake_builds: FakeBuilds,
+                                                                 monkeypatch, capsys) -> None:
+    real_disk_usage = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real_disk_usage(path)._replace(free=200_000_000))
+    with pytest.raises(SystemExit) as exit_:
+        offline_pair_module.main([])
+    message = str(exit_.value.code)
+    needed = sum(estimated_bytes(spec) for spec in (None, *OFFLINE_EXPORTS))
+    assert needed == pytest.approx(1.08e9, rel=0.05)  # fp32 Hugging Face folder + fp16 + int8 + int4
+    assert message.startswith("error: Not enough free disk space") and "\n" not in message
+    assert f"need about {needed / 1e9:.1f} GB" in message and "0.2 GB free" in message
+    assert str(tmp_models_dir) in message and "SPECDEC_MODELS_DIR" in message
+    assert fake_builds.calls == [] and list(tmp_models_dir.iterdir()) == []
+
+
+def test_only_the_folders_to_build_count_for_disk(tmp_models_dir: Path, fake_builds: FakeBuilds, monkeypatch) -> None:
+    source = hf_recipe(gguf_path())
+    write_folder(hf_folder(), source)
+    write_folder(SMOLLM2_FP16.path, export_recipe(SMOLLM2_FP16, source))
+    real_disk_usage = shutil.disk_usage
+    needed = estimated_bytes(SMOLLM2_INT8) + estimated_bytes(SMOLLM2_INT4)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real_disk_usage(path)._replace(free=int(needed * 1.2)))
+    prepare_offline_models()  # enough for int8 + int4, not for everything
+    assert fake_builds.built() == ["int8", "int4"]
+
+
+def test_unwritable_models_folder_fails_before_any_work(tmp_path: Path, fake_builds: FakeBuilds, monkeypatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv(MODELS_DIR_ENV, str(blocker / "models"))
+    with pytest.raises(SystemExit) as exit_:
+        offline_pair_module.main([])
+    message = str(exit_.value.code)
+    assert message.startswith("error: Cannot write in the models folder") and str(blocker / "models") in message
+    assert "\n" not in message and fake_builds.calls == []
+
+
+def test_up_to_date_folders_need_no_write_access(tmp_models_dir: Path, fake_builds: FakeBuilds, monkeypatch) -> None:
+    """A read-only models folder with everything built is fine: nothing is written, no lock is taken."""
+    prepare_offline_models()
+    fake_builds.calls.clear()
+    before = sorted(path.name for path in tmp_models_dir.iterdir())
+
+    def must_not_write(folder):
+        raise AssertionError(f"tried to write in {folder}")
+
+    monkeypatch.setattr(offline_pair_module, "require_writable", must_not_write)
+    assert prepare_offline_models()["int4"] == SMOLLM2_INT4.path
+    assert fake_builds.calls == [] and sorted(path.name for path in tmp_models_dir.iterdir()) == before
+
+
+def test_damaged_folder_is_rebuilt(tmp_models_dir: Path, fake_builds: FakeBuilds) -> None:
+    prepare_offline_models()
+    fake_builds.calls.clear()
+    xml = SMOLLM2_INT8.path / "openvino_model.xml"
+    xml.write_text(xml.read_text()[:2])  # truncated
+    prepare_offline_models()
+    assert fake_builds.built() == ["int8"]
+    assert xml.read_text() == "int8"
+
+
+def test_leftover_of_a_killed_rebuild_is_removed_even_if_nothing_is_built(tmp_models_dir: Path,
+                                                                          fake_builds: FakeBuilds) -> None:
+    prepare_offline_models()
+    fake_builds.calls.clear()
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    leftover = tmp_models_dir / f".tmp-{SMOLLM2_FP16.folder_name}-{finished.pid}"  # a `--force` run, killed
+    leftover.mkdir()
+    (leftover / "openvino_model.bin").write_bytes(b"half")
+    prepare_offline_models()
+    assert fake_builds.calls == [] and not leftover.exists()
+
+
+def test_two_runs_in_turn_build_once(tmp_models_dir: Path, fake_builds: FakeBuilds) -> None:
+    """The second of two runs that both found a folder missing rebuilds nothing once it gets the lock."""
+    from utils.atomic_folder import ensure_built
+
+    recipe = hf_recipe(gguf_path())
+    assert ensure_built(hf_folder(), recipe, lambda: fake_builds.build_hf_folder(gguf_path(), hf_folder()))
+    assert not ensure_built(hf_folder(), recipe, must_not_run)
+    assert ensure_built(hf_folder(), recipe, lambda: fake_builds.build_hf_folder(gguf_path(), hf_folder()),
+                        force=True)
+    assert fake_builds.built() == ["hf", "hf"]
+
+
+def test_disk_full_during_the_build_is_one_line(tmp_models_dir: Path, monkeypatch) -> None:
+    def fill_the_disk(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(offline_pair_module, "build_hf_folder", fill_the_disk)
+    with pytest.raises(SystemExit) as exit_:
+        offline_pair_module.main([])
+    message = str(exit_.value.code)
+    assert message.startswith(f"error: the disk of {tmp_models_dir} filled up") and "\n" not in message

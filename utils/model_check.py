@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from utils.atomic_folder import COMPLETE_MARKER, stale_temporaries
+from utils.atomic_folder import COMPLETE_MARKER, damaged_files, live_temporaries, stale_temporaries
 from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT
 from utils.text_compare import first_divergence
 
@@ -29,9 +29,12 @@ class TokenizerMismatchError(ValueError):
 def check_model_folder(folder: Path | str, role: str = "model") -> Path:
     """Return `folder` as a Path if OpenVINO GenAI can load it, else raise `ModelFolderError`.
 
-    A folder the project built or downloaded carries a `.complete` marker; a
-    folder without one is accepted only if every required file is present and
-    non-empty (e.g. an export the user ran by hand).
+    A folder the project built or downloaded carries a `.complete` marker that
+    records each file's size (and a SHA-256 of the small ones): a file cut short,
+    missing or edited since is reported before OpenVINO reads it. A folder
+    without a marker (e.g. an export the user ran by hand), or with a marker
+    written before files were recorded, is accepted if every required file is
+    present and non-empty.
     """
     folder = Path(folder).expanduser()
     if folder.suffix.lower() == ".gguf":
@@ -39,8 +42,10 @@ def check_model_folder(folder: Path | str, role: str = "model") -> Path:
             f"The {role} {folder} is a GGUF file. OpenVINO GenAI loads a GGUF as a plain main model only, "
             "not as a draft or in a speculative pair: export it with `optimum-cli export openvino` first.")
     if not folder.exists():
+        in_progress = live_temporaries(folder) if folder.parent.exists() else []
         interrupted = stale_temporaries(folder) if folder.parent.exists() else []
-        hint = " An interrupted build was found next to it; run the preparation again." if interrupted else ""
+        hint = (" It is being built right now by another process: wait for that to finish." if in_progress else
+                " An interrupted build was found next to it; run the preparation again." if interrupted else "")
         raise ModelFolderError(f"The {role} folder {folder} does not exist.{hint} {HOW_TO_GET}")
     if not folder.is_dir():
         raise ModelFolderError(f"The {role} {folder} is not a folder. {HOW_TO_GET}")
@@ -50,6 +55,12 @@ def check_model_folder(folder: Path | str, role: str = "model") -> Path:
         raise ModelFolderError(
             f"The {role} folder {folder} is incomplete (missing or empty: {', '.join(missing)}); "
             f"it may be a half-finished export or download. Delete it and prepare it again. {HOW_TO_GET}")
+    damaged = damaged_files(folder)
+    if damaged:
+        raise ModelFolderError(
+            f"The {role} folder {folder} is damaged: {'; '.join(damaged[:3])}"
+            f"{f' (and {len(damaged) - 3} more)' if len(damaged) > 3 else ''}. Delete it and prepare it again "
+            f"(the offline pair: `python -m utils.offline_pair` rebuilds it). {HOW_TO_GET}")
     return folder
 
 

