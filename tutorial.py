@@ -100,6 +100,11 @@ def ensure_env(env: Path, requirement_files: list[Path], after_install: list[lis
         say(f"{env.name}: up to date")
         return False
     # A fresh environment each time the requirements change: installing over the old one would keep removed packages.
+    if env.exists() and Path(sys.prefix).resolve() == env.resolve():
+        print(f"[tutorial] {env.name} must be recreated, but this command runs inside it ({sys.executable}). "
+              "Run it with the system's Python 3.11 instead, e.g. `python3 tutorial.py ...` outside the "
+              "environment (`deactivate` first).", file=sys.stderr, flush=True)
+        sys.exit(2)
     reason = "requirements changed, recreating" if env.exists() else "creating"
     say(f"{reason} {env.name} (Python {sys.version.split()[0]})")
     venv.EnvBuilder(with_pip=True, clear=True).create(env)

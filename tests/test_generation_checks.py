@@ -5,7 +5,6 @@ with the project's default scheduler budget (the trap of notebook 05 with OpenVI
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest

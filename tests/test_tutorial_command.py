@@ -148,3 +148,12 @@ def test_the_settings_folder_is_jupyterlabs_application_settings_folder(tutorial
     # where JupyterLab of this environment looks, relative to the environment, is where tutorial.py writes
     written_to = tutorial.write_lab_settings(tmp_path).parent.relative_to(tmp_path)
     assert written_to == (Path(get_app_dir()) / "settings").relative_to(sys.prefix)
+
+
+def test_an_environment_is_not_recreated_from_inside_itself(tutorial, tmp_path: Path, monkeypatch, capsys) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("numpy==2.1.0\n")
+    monkeypatch.setattr(tutorial.venv, "EnvBuilder", lambda **options: pytest.fail("would delete the running env"))
+    with pytest.raises(SystemExit) as exit_info:
+        tutorial.ensure_env(Path(sys.prefix), [requirements], after_install=[])
+    assert exit_info.value.code == 2 and "runs inside it" in capsys.readouterr().err
