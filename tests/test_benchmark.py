@@ -62,6 +62,7 @@ def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     (["--modes", "speculative"], SpeculationSetupError, "must include plain"),
     (["--repeats", "0"], SpeculationSetupError, "--repeats"),
     (["--ngram", "0"], SpeculationSetupError, "max_ngram_size"),
+    (["--lookup-k", "0"], SpeculationSetupError, "num_assistant_tokens"),
     (["--draft-dir", "/no/such/draft"], ModelFolderError, "does not exist"),
     (["--threads", "0"], InputError, "--threads must be an integer >= 1, got 0"),
     (["--device", "NPU"], InputError, "no NPU device.*Use one of: .*CPU"),

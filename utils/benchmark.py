@@ -146,8 +146,9 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
     if "speculative" in arguments.modes:
         settings.extend(_speculative_settings(arguments))
     if "prompt_lookup" in arguments.modes:
-        settings.append(DecodingSettings("prompt_lookup", num_assistant_tokens=arguments.lookup_k or LOOKUP_DEFAULT,
-                                         max_ngram_size=arguments.ngram or LOOKUP_DEFAULT, **common))
+        settings.append(DecodingSettings(
+            "prompt_lookup", num_assistant_tokens=LOOKUP_DEFAULT if arguments.lookup_k is None else arguments.lookup_k,
+            max_ngram_size=LOOKUP_DEFAULT if arguments.ngram is None else arguments.ngram, **common))
     _refuse_ignored_options(arguments)
     if arguments.repeats < 1 or arguments.warmup < 0:
         raise SpeculationSetupError(f"Need --repeats >= 1 and --warmup >= 0, got {arguments.repeats} and "
