@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,13 @@ IPEX_ENV = ROOT / ".venv-ipex"
 IPEX_KERNEL_NAME = "ipex-llm"
 IPEX_KERNEL_DISPLAY_NAME = "IPEX-LLM"
 STAMP = ".requirements-stamp"
+SUPPORTED_PYTHON = (3, 11)
+ANY_PYTHON_ENV = "SPECDEC_ALLOW_ANY_PYTHON"  # set to 1 to try another Python version at your own risk
+# Commands that run a module of utils/ with the rest of the command line (so `benchmark --help` is the module's help).
+TOOL_MODULES = {"prefetch": "utils.prefetch", "run-notebooks": "utils.run_notebooks", "benchmark": "utils.benchmark",
+                "figures": "utils.readme_figures", "refresh-outputs": "utils.notebook_outputs"}
+# JupyterLab settings written into the environment: no "get notified about Jupyter news?" pop-up, no update check.
+LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 # `import utils` in every kernel, wherever the notebook runs from
 EDITABLE_INSTALL = ["-m", "pip", "install", "--no-deps", "-e", str(ROOT)]
 
@@ -38,15 +46,38 @@ def say(message: str) -> None:
 
 
 def run(command: list[str | Path], **kwargs) -> None:
-    """Run a command, echoing it; stop with its exit code if it fails."""
+    """Run a command, echoing it; if it fails, say so and exit with the command's own exit code."""
     say("$ " + " ".join(str(c) for c in command))
     result = subprocess.run([str(c) for c in command], **kwargs)
     if result.returncode != 0:
-        sys.exit(f"[tutorial] failed (exit code {result.returncode}): {' '.join(str(c) for c in command)}")
+        print(f"[tutorial] failed (exit code {result.returncode}): {' '.join(str(c) for c in command)}",
+              file=sys.stderr, flush=True)
+        sys.exit(result.returncode)
+
+
+def env_program(env: Path, name: str, system: str | None = None) -> Path:
+    """A program installed in a virtual environment: Scripts/<name>.exe on Windows, bin/<name> elsewhere."""
+    if (system or os.name) == "nt":
+        return env / "Scripts" / f"{name}.exe"
+    return env / "bin" / name
 
 
 def env_python(env: Path) -> Path:
-    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    return env_program(env, "python")
+
+
+def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3]), environ=os.environ) -> None:
+    """Stop with a clear message unless this is the Python the pins were verified on (or the override is set)."""
+    if tuple(version[:2]) == SUPPORTED_PYTHON:
+        return
+    found, wanted = ".".join(map(str, version)), ".".join(map(str, SUPPORTED_PYTHON))
+    if environ.get(ANY_PYTHON_ENV) == "1":
+        say(f"warning: Python {found} instead of {wanted}; {ANY_PYTHON_ENV}=1 is set, so trying anyway")
+        return
+    print(f"[tutorial] This project needs Python {wanted} (its pinned packages were verified on it); this is Python "
+          f"{found} ({sys.executable}). Run it with Python {wanted}, e.g. `python{wanted} tutorial.py lab`, or set "
+          f"{ANY_PYTHON_ENV}=1 to try anyway.", file=sys.stderr, flush=True)
+    sys.exit(2)
 
 
 def fingerprint(*files: Path, extra: str = "") -> str:
@@ -68,9 +99,15 @@ def ensure_env(env: Path, requirement_files: list[Path], after_install: list[lis
     if stamp.exists() and stamp.read_text() == wanted and env_python(env).exists():
         say(f"{env.name}: up to date")
         return False
-    if not env_python(env).exists():
-        say(f"creating {env.name} (Python {sys.version.split()[0]})")
-        venv.EnvBuilder(with_pip=True, clear=True).create(env)
+    # A fresh environment each time the requirements change: installing over the old one would keep removed packages.
+    if env.exists() and Path(sys.prefix).resolve() == env.resolve():
+        print(f"[tutorial] {env.name} must be recreated, but this command runs inside it ({sys.executable}). "
+              "Run it with the system's Python 3.11 instead, e.g. `python3 tutorial.py ...` outside the "
+              "environment (`deactivate` first).", file=sys.stderr, flush=True)
+        sys.exit(2)
+    reason = "requirements changed, recreating" if env.exists() else "creating"
+    say(f"{reason} {env.name} (Python {sys.version.split()[0]})")
+    venv.EnvBuilder(with_pip=True, clear=True).create(env)
     python = env_python(env)
     run([python, "-m", "pip", "install", "--upgrade", "pip"])
     run([python, "-m", "pip", "install", *[arg for f in requirement_files for arg in ("-r", f)]])
@@ -82,10 +119,31 @@ def ensure_env(env: Path, requirement_files: list[Path], after_install: list[lis
     return True
 
 
-def setup() -> None:
-    """Bring both environments and the offline models up to date."""
-    if sys.version_info[:2] != (3, 11):
-        say(f"warning: the pins were verified on Python 3.11; this is {sys.version.split()[0]}")
+def write_lab_settings(env: Path) -> Path:
+    """JupyterLab's settings overrides inside `env` (share/jupyter/lab/settings/overrides.json), merged with any there."""
+    path = env / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except ValueError:
+        settings = {}
+    for plugin, values in LAB_SETTINGS.items():
+        settings.setdefault(plugin, {}).update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def ensure_ipex_kernel() -> None:
+    """Register the IPEX-LLM environment as a kernel of the main one (again, if the main one was recreated)."""
+    if (MAIN_ENV / "share" / "jupyter" / "kernels" / IPEX_KERNEL_NAME / "kernel.json").is_file():
+        return
+    run([env_python(IPEX_ENV), "-m", "ipykernel", "install", "--prefix", str(MAIN_ENV),
+         "--name", IPEX_KERNEL_NAME, "--display-name", IPEX_KERNEL_DISPLAY_NAME])
+
+
+def setup(models: bool = True) -> None:
+    """Bring both environments (and, unless models=False, the offline models) up to date."""
+    check_python()
     ensure_env(
         MAIN_ENV, [ROOT / "requirements.txt"],
         # optimum-intel pulls torchvision, whose PyPI wheel breaks beside the CPU torch (see requirements.txt)
@@ -96,15 +154,28 @@ def setup() -> None:
         ensure_env(IPEX_ENV, [ROOT / "requirements-ipex.txt"], after_install=[EDITABLE_INSTALL, [
             "-m", "ipykernel", "install", "--prefix", str(MAIN_ENV),
             "--name", IPEX_KERNEL_NAME, "--display-name", IPEX_KERNEL_DISPLAY_NAME]])
-    run([env_python(MAIN_ENV), "-m", "utils.offline_pair"], cwd=ROOT)
+        ensure_ipex_kernel()
+    write_lab_settings(MAIN_ENV)
+    if models:
+        run([env_python(MAIN_ENV), "-m", "utils.offline_pair"], cwd=ROOT)
+
+
+def is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def lab(extra: list[str]) -> None:
     setup()
-    jupyter = MAIN_ENV / "bin" / "jupyter"
+    jupyter = env_program(MAIN_ENV, "jupyter")
+    arguments = [str(jupyter), "lab", "notebooks", *extra]
+    if is_root() and "--allow-root" not in extra:
+        say("running as root (a container or a workshop VM?): passing --allow-root to JupyterLab")
+        arguments.append("--allow-root")
     say("opening JupyterLab on notebooks/ (Ctrl-C to stop)")
     os.chdir(ROOT)
-    os.execv(str(jupyter), [str(jupyter), "lab", "notebooks", *extra])
+    if os.name == "nt":  # no exec on Windows: run it and pass its exit code on
+        sys.exit(subprocess.run(arguments).returncode)
+    os.execv(str(jupyter), arguments)
 
 
 def test(extra: list[str]) -> None:
@@ -114,22 +185,26 @@ def test(extra: list[str]) -> None:
 
 
 def tool(module: str, extra: list[str]) -> None:
-    setup()
+    """Run `python -m module` with the rest of the command line; --help needs the environments, not the models."""
+    setup(models=not {"-h", "--help"} & set(extra))
     run([env_python(MAIN_ENV), "-m", module, *extra], cwd=ROOT)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in TOOL_MODULES:  # everything after the command belongs to the module, --help included
+        tool(TOOL_MODULES[argv[0]], argv[1:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("command", choices=["lab", "test", "setup", "prefetch", "run-notebooks", "benchmark", "figures",
-                                                     "refresh-outputs"],
+    parser.add_argument("command", choices=["lab", "test", "setup", *TOOL_MODULES],
                         help="lab: open the notebooks; test: run all tests; setup: only set up; "
                              "prefetch: fetch the real model pairs for offline use; "
                              "run-notebooks: execute every notebook headless with an HTML summary; "
                              "benchmark: python -m utils.benchmark; "
                              "figures: regenerate the README's images (python -m utils.readme_figures); "
                              "refresh-outputs: re-run notebooks and commit-ready outputs (python -m utils.notebook_outputs)")
-    arguments, extra = parser.parse_known_args()
+    arguments, extra = parser.parse_known_args(argv)
     if arguments.command == "lab":
         lab(extra)
     elif arguments.command == "test":
@@ -137,10 +212,7 @@ def main() -> None:
     elif arguments.command == "setup":
         setup()
     else:
-        module = {"prefetch": "utils.prefetch", "run-notebooks": "utils.run_notebooks",
-                  "benchmark": "utils.benchmark", "figures": "utils.readme_figures",
-                  "refresh-outputs": "utils.notebook_outputs"}[arguments.command]
-        tool(module, extra)
+        tool(TOOL_MODULES[arguments.command], extra)
 
 
 if __name__ == "__main__":

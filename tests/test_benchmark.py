@@ -13,6 +13,7 @@ import pytest
 
 from utils import benchmark
 from utils.generation import SpeculationSetupError
+from utils.input_checks import InputError
 from utils.model_check import ModelFolderError, TokenizerMismatchError
 from utils.paths import REPO_ROOT
 
@@ -61,11 +62,49 @@ def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     (["--modes", "speculative"], SpeculationSetupError, "must include plain"),
     (["--repeats", "0"], SpeculationSetupError, "--repeats"),
     (["--ngram", "0"], SpeculationSetupError, "max_ngram_size"),
+    (["--lookup-k", "0"], SpeculationSetupError, "num_assistant_tokens"),
     (["--draft-dir", "/no/such/draft"], ModelFolderError, "does not exist"),
+    (["--threads", "0"], InputError, "--threads must be an integer >= 1, got 0"),
+    (["--device", "NPU"], InputError, "no NPU device.*Use one of: .*CPU"),
+    (["--threshold", "0.4", "--modes", "plain", "prompt_lookup"], SpeculationSetupError,
+     "--threshold only apply to speculative decoding.*add speculative to --modes"),
+    (["-k", "2", "--modes", "plain"], SpeculationSetupError, "-k only apply to speculative"),
+    (["--ngram", "2", "--lookup-k", "4", "--modes", "plain", "speculative"], SpeculationSetupError,
+     "--lookup-k and --ngram only apply to prompt_lookup"),
+    (["--max-new-tokens", "9000"], InputError, "leaves no room for a prompt in the 8192-token context"),
+    (["--json", "/proc/bench.json"], InputError, "--json /proc/bench.json cannot be written"),
 ])
 def test_bad_arguments_fail_before_loading(argv, error, message, offline_pair, no_model_loading) -> None:
     with pytest.raises(error, match=message):
         plan(*argv)
+
+
+def test_device_is_case_insensitive_and_lookup_defaults_hold(offline_pair, no_model_loading) -> None:
+    checked = plan("--device", "cpu")
+    assert checked.device == "CPU"
+    assert [settings.label for settings in checked.settings][-1] == "K=3, ngram=3"
+    assert [settings.label for settings in plan("--lookup-k", "5").settings][-1] == "K=5, ngram=3"
+
+
+def test_json_path_is_checked_before_measuring(tmp_path: Path, capsys, offline_pair, no_model_loading) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(["--json", str(tmp_path)])  # a folder, not a file
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "--json" in error and "is a folder" in error and "Traceback" not in error
+
+
+def test_a_prompt_longer_than_the_context_is_reported_before_measuring(offline_pair, monkeypatch) -> None:
+    """run_benchmark encodes every prompt first: a prompt that does not fit stops it before any timed run."""
+    from dataclasses import replace
+
+    from utils.prompts import Prompt
+
+    monkeypatch.setattr(benchmark, "measure_side_by_side", lambda *a, **k: pytest.fail("measured a bad plan"))
+    checked = plan("--modes", "plain", "--max-new-tokens", "64", "--tasks", "chat", "--per-task", "1")
+    long_prompt = Prompt("too-long", "chat", "The library opens at nine. " * 1500, length="long")
+    with pytest.raises(InputError, match="prompt too-long.*Shorten the prompt"):
+        benchmark.run_benchmark(replace(checked, prompts=[*checked.prompts, long_prompt]))
 
 
 def test_gguf_and_mismatched_drafts_are_refused(tmp_path: Path, offline_pair, no_model_loading) -> None:
@@ -92,11 +131,17 @@ def test_single_thread_bf16_is_refused_before_loading(offline_pair, no_model_loa
     assert plan("--threads", "1", "--precision", "f32").threads == 1
 
 
-def test_cli_reports_bad_input_as_a_usage_error(capsys, offline_pair, no_model_loading) -> None:
+@pytest.mark.parametrize("argv, message", [
+    (["-k", "0"], "num_assistant_tokens (K) must be an integer >= 1"),
+    (["--threads", "0"], "--threads must be an integer >= 1"),
+    (["--device", "gpu.7"], "no GPU.7 device"),
+])
+def test_cli_reports_bad_input_as_a_usage_error(capsys, offline_pair, no_model_loading, argv, message) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        benchmark.main(["-k", "0"])
+        benchmark.main(argv)
     assert exit_info.value.code == 2
-    assert "num_assistant_tokens (K) must be an integer >= 1" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
 
 
 def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path, capsys, offline_pair) -> None:

@@ -143,6 +143,32 @@ def test_unreadable_notebook_and_missing_path(tmp_path: Path) -> None:
     assert source.read_text() == before
 
 
+@pytest.mark.parametrize("value, message", [("0", "--timeout must be an integer >= 1, got 0"),
+                                            ("-5", "--timeout must be an integer >= 1, got -5"),
+                                            ("ten", "got the string 'ten'")])
+def test_a_timeout_below_one_second_is_refused_before_running(tmp_path: Path, capsys, value: str,
+                                                              message: str) -> None:
+    """nbclient reads 0 as "no limit": the command refuses it instead of silently never timing out."""
+    notebook = write_notebook(tmp_path / "a.ipynb", ["x = 1"])
+    with pytest.raises(SystemExit) as exit_info:
+        run_notebooks.main([str(notebook), "--timeout", value, "--output", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error and "86400" in error
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="cell timeout"):
+        run_notebooks.run_notebooks([notebook], tmp_path / "out", cell_timeout=0)
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_running(tmp_path: Path, capsys) -> None:
+    notebook = write_notebook(tmp_path / "a.ipynb", ["raise SystemExit('must not run')"])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    assert run_notebooks.main([str(notebook), "--output", str(blocker / "out")]) == 2
+    captured = capsys.readouterr()
+    assert "is a file, not a folder" in captured.err and "running" not in captured.out
+
+
 def test_command_line_help() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "utils.run_notebooks", "--help"],

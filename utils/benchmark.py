@@ -36,14 +36,18 @@ from utils.generation import (
     check_main_folder,
     check_single_thread_precision,
     compare_with_plain,
+    encode_prompt,
     format_table,
     load_pipeline,
     measure_side_by_side,
     summarise,
 )
+from utils.input_checks import (InputError, as_integer, check_device, check_prompt_fits, check_writable_file,
+                                context_length)
 from utils.prompts import LENGTHS, TASKS, Prompt, select_prompts
 
 MODES_ORDER = ("plain", "speculative", "prompt_lookup")
+LOOKUP_DEFAULT = 3  # --lookup-k and --ngram
 
 
 @dataclass
@@ -87,8 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                                "default 3 unless --threshold is given)")
     decoding.add_argument("--threshold", type=float, nargs="+", default=None, metavar="T",
                           help="assistant_confidence_threshold for dynamic speculation (instead of -k)")
-    decoding.add_argument("--lookup-k", type=int, default=3, help="candidate tokens per step for prompt lookup")
-    decoding.add_argument("--ngram", type=int, default=3, help="max_ngram_size for prompt lookup")
+    decoding.add_argument("--lookup-k", type=int, default=None,
+                          help=f"candidate tokens per step for prompt lookup (default {LOOKUP_DEFAULT})")
+    decoding.add_argument("--ngram", type=int, default=None,
+                          help=f"max_ngram_size for prompt lookup (default {LOOKUP_DEFAULT})")
     decoding.add_argument("--max-new-tokens", type=int, default=64)
     decoding.add_argument("--sample", action="store_true", help="do_sample=True (outputs are then not comparable "
                                                                 "token for token; speed-ups need equal counts)")
@@ -117,6 +123,18 @@ def _speculative_settings(arguments: argparse.Namespace) -> list[DecodingSetting
     return [DecodingSettings("speculative", num_assistant_tokens=value, **common) for value in values]
 
 
+def _refuse_ignored_options(arguments: argparse.Namespace) -> None:
+    """A speculation option for a mode that does not run would be silently ignored: refuse it."""
+    ignored = {"speculative": [("-k", arguments.num_assistant_tokens), ("--threshold", arguments.threshold)],
+               "prompt_lookup": [("--lookup-k", arguments.lookup_k), ("--ngram", arguments.ngram)]}
+    for mode, options in ignored.items():
+        given = [option for option, value in options if value is not None]
+        if given and mode not in arguments.modes:
+            raise SpeculationSetupError(f"{' and '.join(given)} only apply to {mode} decoding, which --modes "
+                                        f"{' '.join(arguments.modes)} leaves out: add {mode} to --modes or drop "
+                                        f"{' and '.join(given)}.")
+
+
 def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
     """Turn parsed arguments into a checked plan; raises ValueError (with what to do) before loading models."""
     common = {"max_new_tokens": arguments.max_new_tokens, "do_sample": arguments.sample,
@@ -128,13 +146,20 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
     if "speculative" in arguments.modes:
         settings.extend(_speculative_settings(arguments))
     if "prompt_lookup" in arguments.modes:
-        settings.append(DecodingSettings("prompt_lookup", num_assistant_tokens=arguments.lookup_k,
-                                         max_ngram_size=arguments.ngram, **common))
+        settings.append(DecodingSettings(
+            "prompt_lookup", num_assistant_tokens=LOOKUP_DEFAULT if arguments.lookup_k is None else arguments.lookup_k,
+            max_ngram_size=LOOKUP_DEFAULT if arguments.ngram is None else arguments.ngram, **common))
+    _refuse_ignored_options(arguments)
     if arguments.repeats < 1 or arguments.warmup < 0:
         raise SpeculationSetupError(f"Need --repeats >= 1 and --warmup >= 0, got {arguments.repeats} and "
                                     f"{arguments.warmup}.")
+    if arguments.threads is not None:
+        as_integer(arguments.threads, "--threads", minimum=1, advice="Leave it out to use all cores.")
+    if arguments.json is not None:
+        check_writable_file(arguments.json, "--json")
+    device = check_device(arguments.device, name="--device")
     prompts = select_prompts(arguments.tasks, arguments.length, arguments.per_task)
-    check_single_thread_precision(arguments.device, None, arguments.precision, arguments.threads)
+    check_single_thread_precision(device, None, arguments.precision, arguments.threads)
 
     description = {"pair": arguments.pair, "draft_variant": arguments.draft}
     if arguments.main_dir is not None:
@@ -150,6 +175,7 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
             raise SpeculationSetupError(error.args[0]) from None
         main_dir = pair.main.path
     main_dir = check_main_folder(main_dir)
+    check_prompt_fits(0, arguments.max_new_tokens, context_length(main_dir), main_dir.name)
     draft_dir = None
     if "speculative" in arguments.modes:
         if arguments.draft_dir is not None:
@@ -159,7 +185,7 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
         else:
             raise SpeculationSetupError("With --main-dir, give --draft-dir too (or leave speculative out of --modes).")
         draft_dir = check_draft_folder(draft_dir, main_dir)
-    return BenchmarkPlan(main_dir=main_dir, draft_dir=draft_dir, device=arguments.device,
+    return BenchmarkPlan(main_dir=main_dir, draft_dir=draft_dir, device=device,
                          precision=arguments.precision, settings=settings, prompts=prompts,
                          warmup=arguments.warmup, repeats=arguments.repeats, threads=arguments.threads,
                          description=description)
@@ -172,10 +198,20 @@ def run_benchmark(plan: BenchmarkPlan, progress=None) -> list[GenerationRecord]:
         pipelines[mode] = load_pipeline(mode, plan.main_dir, plan.device, precision=plan.precision,
                                         draft_dir=plan.draft_dir if mode == "speculative" else None,
                                         threads=plan.threads)
+    check_prompts_fit(plan, next(iter(pipelines.values())).tokenizer)
     candidates = [(pipelines[settings.mode], settings) for settings in plan.settings]
     records = measure_side_by_side(candidates, plan.prompts, warmup=plan.warmup, repeats=plan.repeats,
-                                   progress=progress)
+                                   progress=progress, show_progress=False)
     return compare_with_plain(records)
+
+
+def check_prompts_fit(plan: BenchmarkPlan, tokenizer) -> None:
+    """Every prompt plus max_new_tokens fits the main model's context (raises before any measuring)."""
+    context = context_length(plan.main_dir)
+    for settings in plan.settings:
+        for prompt in plan.prompts:
+            length = int(encode_prompt(tokenizer, prompt.text, settings.apply_chat_template).input_ids.get_shape()[-1])
+            check_prompt_fits(length, settings.max_new_tokens, context, f"{plan.main_dir.name} (prompt {prompt.id})")
 
 
 def machine_description() -> dict:
@@ -243,7 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"main {plan.main_dir.name}{draft} on {plan.device}, precision {plan.precision}; "
           f"{len(plan.prompts)} prompts x {len(plan.settings)} settings, warm-up {plan.warmup}, "
           f"repeats {plan.repeats}, max_new_tokens {arguments.max_new_tokens}", flush=True)
-    records = run_benchmark(plan, progress=lambda message: print("  " + message, file=sys.stderr, flush=True))
+    try:
+        records = run_benchmark(plan, progress=lambda message: print("  " + message, file=sys.stderr, flush=True))
+    except (SpeculationSetupError, InputError) as error:  # a prompt that does not fit, found before measuring
+        parser.error(str(error))
     print(format_table(records))
     print()
     print(summary_table(records))

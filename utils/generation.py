@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from utils.input_checks import (as_integer, as_probability, check_device, check_prompt_fits, check_text,
+                                context_length)
 from utils.prompts import Prompt, as_prompt
 from utils.step_streamer import StepRecorder
 from utils.text_compare import first_divergence
@@ -53,6 +55,9 @@ PRECISIONS = ("default", "f32")
 BACKENDS = ("continuous_batching", "stateful")
 DEFAULT_NUM_ASSISTANT_TOKENS = 3  # on this project's CPU, verifying K <= 3 costs about one plain step
 DEFAULT_MAX_NGRAM_SIZE = 3
+# The scheduler's token budget per step. OpenVINO GenAI's own default (256) split the prompts of concurrent requests
+# and then changed speculative output (2026.4, notebook 05); 4096 did not, and cost a single request nothing measurable.
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 4096
 
 
 class SpeculationSetupError(ValueError):
@@ -101,8 +106,19 @@ class DecodingSettings:
         mode = self.mode
         if mode not in MODES:
             raise SpeculationSetupError(f"Unknown mode '{mode}'. Use one of: {', '.join(MODES)}.")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise SpeculationSetupError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}.")
+        # NumPy integers (np.int64(3) from a sweep grid) become plain ints; strings, floats and booleans are refused.
+        integers = {"max_new_tokens": 1, "num_beams": 1, "top_k": 0, "rng_seed": None,
+                    "num_assistant_tokens": 1, "max_ngram_size": 1}
+        for name, minimum in integers.items():
+            if getattr(self, name) is not None:
+                label = "num_assistant_tokens (K)" if name == "num_assistant_tokens" else name
+                advice = ("It is how many tokens the draft proposes per step; for no speculation at all use "
+                          "mode='plain'." if name == "num_assistant_tokens" else "")
+                object.__setattr__(self, name, as_integer(getattr(self, name), label, minimum=minimum,
+                                                          advice=advice, error=SpeculationSetupError))
+        if self.assistant_confidence_threshold is not None:
+            object.__setattr__(self, "assistant_confidence_threshold", as_probability(
+                self.assistant_confidence_threshold, "assistant_confidence_threshold", error=SpeculationSetupError))
         k, threshold = self.num_assistant_tokens, self.assistant_confidence_threshold
         if mode == "plain":
             given = [name for name, value in (("num_assistant_tokens", k), ("assistant_confidence_threshold",
@@ -115,27 +131,14 @@ class DecodingSettings:
             raise SpeculationSetupError(
                 "Set either num_assistant_tokens (a fixed K tokens per step) or assistant_confidence_threshold "
                 "(dynamic: the draft stops when unsure), not both. Set the other one to None.")
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise SpeculationSetupError(
-                f"num_assistant_tokens (K) must be an integer >= 1, got {k!r}: it is how many tokens the draft "
-                "proposes per step. For no speculation at all use mode='plain'.")
         if threshold is not None:
             if mode == "prompt_lookup":
                 raise SpeculationSetupError(
                     "Prompt lookup has no draft probabilities, so assistant_confidence_threshold does not apply. "
                     "Use num_assistant_tokens (and max_ngram_size) instead.")
-            if not 0.0 < float(threshold) < 1.0:
-                raise SpeculationSetupError(
-                    f"assistant_confidence_threshold must lie strictly between 0 and 1, got {threshold!r} "
-                    "(e.g. 0.4: the draft keeps proposing while it is at least 40% sure).")
         if self.max_ngram_size is not None:
             if mode != "prompt_lookup":
                 raise SpeculationSetupError("max_ngram_size only applies to mode='prompt_lookup'. Remove it.")
-            if isinstance(self.max_ngram_size, bool) or not isinstance(self.max_ngram_size, int) \
-                    or self.max_ngram_size < 1:
-                raise SpeculationSetupError(f"max_ngram_size must be an integer >= 1, got {self.max_ngram_size!r}.")
-        if not isinstance(self.num_beams, int) or self.num_beams < 1:
-            raise SpeculationSetupError(f"num_beams must be an integer >= 1, got {self.num_beams!r}.")
         if self.num_beams > 1 and mode != "plain":
             raise SpeculationSetupError(
                 f"Beam search (num_beams={self.num_beams}) cannot be combined with {mode} decoding: OpenVINO GenAI "
@@ -263,23 +266,21 @@ def make_scheduler_config(cache_size_gb: int = 0, max_num_batched_tokens: int | 
     cache_size_gb: size of the paged KV cache in GB, allocated up front;
     0 (default) lets the cache grow with demand (dynamic allocation).
     max_num_batched_tokens: tokens the scheduler may process in one step
-    (None = OpenVINO GenAI's default, 256). Prompts that do not fit are split
-    across steps; with a draft model and several requests at once that split
-    changed the output in OpenVINO GenAI 2026.4 (notebook 05, section 6).
+    (None = DEFAULT_MAX_NUM_BATCHED_TOKENS, 4096; OpenVINO GenAI's own default
+    is 256). Prompts that do not fit are split across steps; with a draft
+    model and several requests at once that split changed the output in
+    OpenVINO GenAI 2026.4 (notebook 05, section 6). Pass 256 to see it.
     """
     import openvino_genai
 
-    if cache_size_gb < 0:
-        raise SpeculationSetupError(f"cache_size_gb must be >= 0 (0 = dynamic), got {cache_size_gb}.")
-    if max_num_batched_tokens is not None and (isinstance(max_num_batched_tokens, bool)
-                                               or not isinstance(max_num_batched_tokens, int)
-                                               or max_num_batched_tokens < 1):
-        raise SpeculationSetupError(
-            f"max_num_batched_tokens must be an integer >= 1 or None (the default), got {max_num_batched_tokens!r}.")
+    cache_size_gb = as_integer(cache_size_gb, "cache_size_gb", minimum=0, advice="0 lets the cache grow with demand.",
+                               error=SpeculationSetupError)
+    if max_num_batched_tokens is None:
+        max_num_batched_tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS
     config = openvino_genai.SchedulerConfig()
-    config.cache_size = int(cache_size_gb)
-    if max_num_batched_tokens is not None:
-        config.max_num_batched_tokens = max_num_batched_tokens
+    config.cache_size = cache_size_gb
+    config.max_num_batched_tokens = as_integer(max_num_batched_tokens, "max_num_batched_tokens", minimum=1,
+                                               advice="Or None for the default.", error=SpeculationSetupError)
     return config
 
 
@@ -350,6 +351,12 @@ def load_pipeline(
         raise SpeculationSetupError(
             f"{mode} decoding always runs on OpenVINO GenAI's continuous-batching backend; backend='stateful' "
             "is for plain decoding only.")
+    device = check_device(device, error=SpeculationSetupError)
+    if draft_device is not None:
+        draft_device = check_device(draft_device, name="draft_device", error=SpeculationSetupError)
+    if threads is not None:
+        threads = as_integer(threads, "threads", minimum=1, advice="Use None for all cores.",
+                             error=SpeculationSetupError)
     properties = device_properties(precision, threads)
     check_single_thread_precision(device, draft_device, precision, threads)
     main_path = check_main_folder(main_dir)
@@ -489,8 +496,11 @@ def run_prompt(
             f"Settings are for mode '{settings.mode}' but the pipeline was built for '{loaded.mode}'. "
             "Load a pipeline with the same mode (load_pipeline(settings.mode, ...)).")
     prompt = as_prompt(prompt)
+    check_text(prompt.text, error=SpeculationSetupError)
     tokenizer = loaded.pipeline.get_tokenizer()
     inputs = encode_prompt(tokenizer, prompt.text, settings.apply_chat_template)
+    check_prompt_fits(int(inputs.input_ids.get_shape()[-1]), settings.max_new_tokens, context_length(loaded.main_dir),
+                      loaded.main_dir.name, error=SpeculationSetupError)
     config = settings.generation_config(loaded.pipeline.get_generation_config())
     if streamer is not None and not isinstance(streamer, StepRecorder):
         raise TypeError("run_prompt takes a utils.step_streamer.StepRecorder as streamer (or None).")
@@ -557,6 +567,7 @@ def measure_runners(
     warmup: int = 1,
     repeats: int = 3,
     progress: Callable[[str], None] | None = None,
+    show_progress: bool = True,
 ) -> list[GenerationRecord]:
     """Time several runners (functions prompt -> GenerationRecord) on the same prompts, interleaved.
 
@@ -565,6 +576,8 @@ def measure_runners(
     runner, alternating runners prompt by prompt; each record is the run with
     the median wall time (its TTFT, TPOT and metrics), with all wall times in
     `wall_seconds_all`. Records come back grouped by runner, then prompt.
+    Without a `progress` callback a tqdm bar counts the runs (a widget in
+    JupyterLab, text on stderr elsewhere); show_progress=False hides it.
     """
     if repeats < 1:
         raise SpeculationSetupError(f"repeats must be >= 1, got {repeats}.")
@@ -573,9 +586,15 @@ def measure_runners(
     if not prompts:
         raise SpeculationSetupError("No prompts to measure.")
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(runners) * (warmup + repeats * len(prompt_list)), desc="measuring", unit="run",
+               disable=not show_progress or progress is not None)
     for runner in runners:
         for _ in range(warmup):
+            bar.set_postfix_str("warm-up")
             runner(prompt_list[0])
+            bar.update()
     runs: dict[tuple[int, int], list[GenerationRecord]] = {}
     for repeat in range(repeats):
         for prompt_index, prompt in enumerate(prompt_list):
@@ -584,7 +603,10 @@ def measure_runners(
                 if progress:
                     progress(f"repeat {repeat + 1}/{repeats}: {record.mode} {record.setting} on {prompt.id}: "
                              f"{record.generated_tokens} tokens in {record.wall_seconds:.2f} s")
+                bar.set_postfix_str(f"repeat {repeat + 1}/{repeats}, {record.mode} {record.setting}")
+                bar.update()
                 runs.setdefault((runner_index, prompt_index), []).append(record)
+    bar.close()
     return [median_of_runs(runs[(runner_index, prompt_index)])
             for runner_index in range(len(runners)) for prompt_index in range(len(prompt_list))]
 
@@ -596,6 +618,7 @@ def measure_side_by_side(
     warmup: int = 1,
     repeats: int = 3,
     progress: Callable[[str], None] | None = None,
+    show_progress: bool = True,
 ) -> list[GenerationRecord]:
     """Time several (pipeline, settings) candidates on the same prompts: see `measure_runners`.
 
@@ -607,7 +630,8 @@ def measure_side_by_side(
                 f"A candidate pairs settings for '{settings.mode}' with a '{loaded.mode}' pipeline.")
     runners = [lambda prompt, loaded=loaded, settings=settings: run_prompt(loaded, prompt, settings)
                for loaded, settings in candidates]
-    return measure_runners(runners, prompts, warmup=warmup, repeats=repeats, progress=progress)
+    return measure_runners(runners, prompts, warmup=warmup, repeats=repeats, progress=progress,
+                           show_progress=show_progress)
 
 
 def measure_prompts(

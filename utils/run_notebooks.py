@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from utils.input_checks import InputError, as_integer, check_writable_file
 from utils.paths import REPO_ROOT, build_dir
 
 FALLBACK_KERNEL = "python3"
@@ -233,7 +234,14 @@ def run_notebooks(
     cell_timeout: int = DEFAULT_CELL_TIMEOUT_SECONDS,
     skip_missing_kernels: bool = False,
 ) -> list[NotebookOutcome]:
-    """Run the notebooks one after another, printing one line each, and write the summary."""
+    """Run the notebooks one after another, printing one line each, and write the summary.
+
+    Raises a ValueError (before running anything) for a cell timeout below 1 s or an output folder that
+    cannot be written, FileNotFoundError for a missing notebook.
+    """
+    cell_timeout = as_integer(cell_timeout, "the cell timeout (seconds)", minimum=1,
+                              advice="There is no 'no limit' setting: give a large number such as 86400.")
+    check_writable_file(Path(output_dir) / "summary.json", "the output folder's summary")
     missing = [str(path) for path in notebooks if not Path(path).is_file()]
     if missing:
         raise FileNotFoundError(f"No such notebook: {', '.join(missing)}")
@@ -255,6 +263,15 @@ def run_notebooks(
     return outcomes
 
 
+def timeout_argument(text: str) -> int:
+    """--timeout as whole seconds >= 1 (nbclient would read 0 or a negative number as 'no limit')."""
+    try:
+        return as_integer(int(text) if text.strip().lstrip("-").isdigit() else text, "--timeout", minimum=1,
+                          advice="Give whole seconds, e.g. --timeout 900; for no practical limit, --timeout 86400.")
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(
@@ -271,8 +288,9 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="folder for executed notebooks and the summary (default: build/executed)",
     )
     parser.add_argument(
-        "--timeout", type=int, default=DEFAULT_CELL_TIMEOUT_SECONDS,
-        help=f"seconds one cell may run before it counts as failed (default {DEFAULT_CELL_TIMEOUT_SECONDS})",
+        "--timeout", type=timeout_argument, default=DEFAULT_CELL_TIMEOUT_SECONDS, metavar="SECONDS",
+        help=f"seconds (>= 1) one cell may run before it counts as failed (default {DEFAULT_CELL_TIMEOUT_SECONDS}); "
+             "there is no unlimited setting, give a large number instead",
     )
     parser.add_argument(
         "--skip-missing-kernels", action="store_true",

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 
 def _cell(value) -> str:
-    if isinstance(value, bool):
-        return "✅" if value else "—"
+    if isinstance(value, bool):  # words, not emoji: a machine without an emoji font shows ✅ as an empty box
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return html.escape("" if value is None else str(value))

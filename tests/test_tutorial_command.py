@@ -1,0 +1,159 @@
+"""Tests for tutorial.py (standard library only): root, --help pass-through, Python check, exit codes, environments.
+
+tutorial.py is loaded as a module; what would install packages or start JupyterLab is replaced by a recorder.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from tests.test_notebooks_are_tested import load_tutorial_module
+
+
+@pytest.fixture
+def tutorial():
+    return load_tutorial_module()
+
+
+@pytest.fixture
+def recorded(tutorial, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """setup() is a no-op that remembers its arguments; run() and os.execv record their commands."""
+    calls: dict = {"setup": [], "run": [], "execv": []}
+    monkeypatch.setattr(tutorial, "setup", lambda models=True: calls["setup"].append(models))
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: calls["run"].append([str(c) for c in command]))
+    monkeypatch.setattr(tutorial.os, "execv", lambda program, arguments: calls["execv"].append(list(arguments)))
+    monkeypatch.setattr(tutorial.os, "chdir", lambda folder: None)
+    return calls
+
+
+@pytest.mark.parametrize("command, module", [("benchmark", "utils.benchmark"), ("prefetch", "utils.prefetch"),
+                                             ("run-notebooks", "utils.run_notebooks"),
+                                             ("figures", "utils.readme_figures"),
+                                             ("refresh-outputs", "utils.notebook_outputs")])
+def test_tool_commands_pass_help_through_to_their_module(tutorial, recorded: dict, command: str, module: str) -> None:
+    tutorial.main([command, "--help"])
+    assert recorded["run"] == [[str(tutorial.env_python(tutorial.MAIN_ENV)), "-m", module, "--help"]]
+    assert recorded["setup"] == [False]  # --help needs the environment, not the models
+    recorded["run"].clear()
+    tutorial.main([command, "--json", "x.json", "-k", "2"])
+    assert recorded["run"][0][-5:] == [module, "--json", "x.json", "-k", "2"] and recorded["setup"][-1] is True
+
+
+def test_lab_as_root_passes_allow_root_and_says_so(tutorial, recorded: dict, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(tutorial.os, "geteuid", lambda: 0, raising=False)
+    tutorial.main(["lab"])
+    arguments = recorded["execv"][0]
+    assert arguments[0] == str(tutorial.env_program(tutorial.MAIN_ENV, "jupyter"))
+    assert arguments[1:3] == ["lab", "notebooks"] and arguments.count("--allow-root") == 1
+    assert "running as root" in capsys.readouterr().out
+    tutorial.main(["lab", "--allow-root", "--port", "9999"])  # not passed twice
+    assert recorded["execv"][1][1:] == ["lab", "notebooks", "--allow-root", "--port", "9999"]
+
+
+def test_lab_as_a_normal_user_does_not_allow_root(tutorial, recorded: dict, monkeypatch) -> None:
+    monkeypatch.setattr(tutorial.os, "geteuid", lambda: 1000, raising=False)
+    tutorial.main(["lab"])
+    assert "--allow-root" not in recorded["execv"][0]
+
+
+def test_environment_programs_are_found_the_same_way_on_every_platform(tutorial, tmp_path: Path) -> None:
+    assert tutorial.env_program(tmp_path, "jupyter", "posix") == tmp_path / "bin" / "jupyter"
+    assert tutorial.env_program(tmp_path, "jupyter", "nt") == tmp_path / "Scripts" / "jupyter.exe"
+    assert tutorial.env_python(tmp_path) == tutorial.env_program(tmp_path, "python")
+    # the real environment this test runs in has its jupyter where env_program looks
+    assert tutorial.env_program(Path(sys.prefix), "jupyter").is_file()
+
+
+def test_an_unsupported_python_is_refused_unless_overridden(tutorial, capsys) -> None:
+    tutorial.check_python((3, 11, 7), {})
+    with pytest.raises(SystemExit) as exit_info:
+        tutorial.check_python((3, 12, 1), {})
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "needs Python 3.11" in message and "3.12.1" in message and tutorial.ANY_PYTHON_ENV in message
+    tutorial.check_python((3, 12, 1), {tutorial.ANY_PYTHON_ENV: "1"})
+    assert "trying anyway" in capsys.readouterr().out
+
+
+def test_a_failing_command_keeps_its_exit_code(tutorial, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        tutorial.run([sys.executable, "-c", "import sys; sys.exit(5)"])
+    assert exit_info.value.code == 5
+    assert "failed (exit code 5)" in capsys.readouterr().err
+    tutorial.run([sys.executable, "-c", "pass"])  # success: no exit
+
+
+def test_changed_requirements_recreate_the_environment(tutorial, tmp_path: Path, monkeypatch) -> None:
+    class WithoutPip(venv.EnvBuilder):  # a real, fast venv (no pip download)
+        def __init__(self, **options):
+            super().__init__(**{**options, "with_pip": False})
+
+    monkeypatch.setattr(tutorial.venv, "EnvBuilder", WithoutPip)
+    installs: list[list[str]] = []
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: installs.append([str(c) for c in command]))
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("numpy==2.0.0\n")
+    env = tmp_path / "env"
+
+    assert tutorial.ensure_env(env, [requirements], after_install=[])
+    assert tutorial.env_python(env).exists() and installs
+    (env / "left-over-from-a-removed-package").write_text("x")
+    installs.clear()
+    assert not tutorial.ensure_env(env, [requirements], after_install=[])  # up to date: nothing happens
+    assert installs == [] and (env / "left-over-from-a-removed-package").exists()
+
+    requirements.write_text("numpy==2.1.0\n")
+    assert tutorial.ensure_env(env, [requirements], after_install=[])
+    assert not (env / "left-over-from-a-removed-package").exists()  # a fresh environment, not an install over it
+    assert any("-r" in command for command in installs)
+
+
+def test_lab_settings_turn_off_the_news_pop_up(tutorial, tmp_path: Path) -> None:
+    settings_file = tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    settings_file.parent.mkdir(parents=True)
+    settings_file.write_text(json.dumps({"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}))
+    assert tutorial.write_lab_settings(tmp_path) == settings_file
+    written = json.loads(settings_file.read_text())
+    notification = written["@jupyterlab/apputils-extension:notification"]
+    assert notification == {"fetchNews": "false", "checkForUpdates": False}
+    assert written["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}  # kept
+    # the values are valid for the installed JupyterLab's own schema ("none" = ask, which shows the pop-up)
+    schema_file = (Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas" / "@jupyterlab" / "apputils-extension"
+                   / "notification.json")
+    schema = json.loads(schema_file.read_text())["properties"]
+    assert notification["fetchNews"] in [option["const"] for option in schema["fetchNews"]["oneOf"]]
+    assert notification["fetchNews"] != schema["fetchNews"]["default"]
+    assert schema["checkForUpdates"]["type"] == "boolean"
+
+
+def test_jupyterlab_reads_the_settings_from_the_environment(tutorial, tmp_path: Path) -> None:
+    """JupyterLab's own settings loader, pointed at an environment's settings folder, returns our overrides."""
+    from jupyterlab_server.settings_utils import get_settings
+
+    tutorial.write_lab_settings(tmp_path)
+    schemas = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas"
+    result, _warnings = get_settings(str(tmp_path / "share" / "jupyter" / "lab" / "settings"), str(schemas),
+                                     str(tmp_path / "user-settings"), "@jupyterlab/apputils-extension:notification")
+    defaults = {name: spec["default"] for name, spec in result["schema"]["properties"].items()}
+    assert defaults["fetchNews"] == "false" and defaults["checkForUpdates"] is False
+
+
+def test_the_settings_folder_is_jupyterlabs_application_settings_folder(tutorial, tmp_path: Path) -> None:
+    from jupyterlab.commands import get_app_dir
+
+    # where JupyterLab of this environment looks, relative to the environment, is where tutorial.py writes
+    written_to = tutorial.write_lab_settings(tmp_path).parent.relative_to(tmp_path)
+    assert written_to == (Path(get_app_dir()) / "settings").relative_to(sys.prefix)
+
+
+def test_an_environment_is_not_recreated_from_inside_itself(tutorial, tmp_path: Path, monkeypatch, capsys) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("numpy==2.1.0\n")
+    monkeypatch.setattr(tutorial.venv, "EnvBuilder", lambda **options: pytest.fail("would delete the running env"))
+    with pytest.raises(SystemExit) as exit_info:
+        tutorial.ensure_env(Path(sys.prefix), [requirements], after_install=[])
+    assert exit_info.value.code == 2 and "runs inside it" in capsys.readouterr().err

@@ -1,0 +1,173 @@
+"""Checks of user input made before any long work, each failing with one line that says what to do.
+
+Used by the command-line tools (`utils.benchmark`, `utils.run_notebooks`) and
+by `utils.generation` (settings, pipelines, prompts). Every check raises a
+ValueError subclass (`InputError` unless the caller passes its own class), so a
+command line can print the message as a usage error instead of a traceback.
+
+    as_integer(np.int64(3), "K", minimum=1)       -> 3
+    as_probability("0.4", "--threshold")          -> InputError: ... a number, not the string '0.4' ...
+    check_device("cpu")                           -> "CPU"
+    check_text("caf\\udce9")                       -> InputError: ... unpaired surrogate ...
+    check_prompt_fits(8000, 256, 8192, "SmolLM2") -> InputError: ... context of 8192 tokens ...
+    check_writable_file(Path("out/bench.json"))   -> the path, once its folder is known to be writable
+"""
+from __future__ import annotations
+
+import json
+import operator
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# config.json keys that hold a model's context length, in the order transformers' model families use them.
+CONTEXT_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+# OpenVINO devices that stand for a list of others, e.g. "AUTO:GPU,CPU" or "HETERO:GPU,CPU".
+VIRTUAL_DEVICES = ("AUTO", "MULTI", "HETERO", "BATCH")
+
+
+class InputError(ValueError):
+    """An input that cannot work; the message is one line that says what to do instead."""
+
+
+def as_integer(value: Any, name: str, *, minimum: int | None = None, advice: str = "",
+               error: type[ValueError] = InputError) -> int:
+    """`value` as a plain int: Python and NumPy integers are accepted, booleans, floats and strings are not."""
+    if isinstance(value, bool) or isinstance(value, (str, bytes)):
+        integer = None
+    else:
+        try:
+            integer = operator.index(value)  # int, np.int64, ... but not 3.0
+        except TypeError:
+            integer = None
+    if integer is None or (minimum is not None and integer < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        kind = "the string " if isinstance(value, str) else ""
+        raise error(f"{name} must be an integer{bound}, got {kind}{value!r}." + (f" {advice}" if advice else ""))
+    return integer
+
+
+def as_probability(value: Any, name: str, *, error: type[ValueError] = InputError) -> float:
+    """`value` as a float strictly between 0 and 1 (a confidence threshold); strings are refused."""
+    if isinstance(value, (str, bytes)):
+        raise error(f"{name} must be a number strictly between 0 and 1, not the string {value!r}: "
+                    f"write {name}={value.strip() if isinstance(value, str) else value!s} without quotes.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if isinstance(value, bool) or number is None or not 0.0 < number < 1.0:
+        raise error(f"{name} must lie strictly between 0 and 1, got {value!r} "
+                    "(e.g. 0.4: the draft keeps proposing while it is at least 40% sure).")
+    return number
+
+
+def check_text(text: Any, name: str = "prompt", *, error: type[ValueError] = InputError) -> str:
+    """`text` if it is a str that can be encoded as UTF-8 (no unpaired surrogate characters)."""
+    if not isinstance(text, str):
+        raise error(f"The {name} must be text (str), got {type(text).__name__}.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as problem:
+        character = text[problem.start]
+        raise error(
+            f"The {name} contains an unpaired surrogate character U+{ord(character):04X} at position {problem.start} "
+            "(usually half of an emoji lost in copy-paste or a file read with the wrong encoding): remove it, or "
+            "read the text with encoding='utf-8'.") from None
+    return text
+
+
+def context_length(model_dir: Path | str) -> int | None:
+    """The model's context length in tokens, read from its folder's config.json (None if it does not say)."""
+    config_path = Path(model_dir) / "config.json"
+    if not config_path.is_file():
+        return None
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as problem:
+        raise InputError(f"{config_path} cannot be read ({problem}); prepare the model folder again.") from None
+    sections = [config, config.get("text_config") or {}]
+    for section in sections:
+        for key in CONTEXT_LENGTH_KEYS:
+            value = section.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def check_prompt_fits(prompt_tokens: int, max_new_tokens: int, context_tokens: int | None, model: str = "the model",
+                      *, error: type[ValueError] = InputError) -> None:
+    """Refuse a prompt whose tokens plus max_new_tokens exceed the model's context (None = unknown, not checked)."""
+    if context_tokens is None:
+        return
+    if max_new_tokens >= context_tokens:
+        raise error(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the {context_tokens}-token "
+                    f"context of {model}: use max_new_tokens below {context_tokens}.")
+    if prompt_tokens + max_new_tokens > context_tokens:
+        raise error(
+            f"The prompt has {prompt_tokens} tokens and max_new_tokens is {max_new_tokens}: {prompt_tokens} + "
+            f"{max_new_tokens} exceeds the {context_tokens}-token context of {model}. Shorten the prompt to at most "
+            f"{context_tokens - max_new_tokens} tokens, or lower max_new_tokens.")
+
+
+def available_devices() -> list[str]:
+    """OpenVINO's device names on this machine, e.g. ['CPU'] or ['CPU', 'GPU.0', 'GPU.1']."""
+    import openvino as ov
+
+    return list(ov.Core().available_devices)
+
+
+def check_device(device: Any, available: Sequence[str] | None = None, *, name: str = "device",
+                 error: type[ValueError] = InputError) -> str:
+    """The OpenVINO device name in its canonical (upper) case if this machine has it, else an error listing those it has.
+
+    "cpu" -> "CPU"; "GPU" is accepted when a "GPU.0" exists; a virtual device
+    ("AUTO:GPU,CPU", "HETERO:...") is accepted when every device it lists exists.
+    `available` defaults to `available_devices()`.
+    """
+    if not isinstance(device, str) or not device.strip():
+        raise error(f"{name} must be an OpenVINO device name such as 'CPU', got {device!r}.")
+    canonical = device.strip().upper()
+    known = list(available) if available is not None else available_devices()
+    known_upper = [item.upper() for item in known]
+
+    def exists(single: str) -> bool:
+        return single in known_upper or any(item.split(".")[0] == single for item in known_upper)
+
+    virtual, _, listed = canonical.partition(":")
+    if virtual in VIRTUAL_DEVICES:
+        missing = [item for item in listed.split(",") if item and not exists(item)]
+    else:
+        missing = [] if exists(canonical) else [canonical]
+    if missing:
+        raise error(f"{name} {device!r}: this machine has no {', '.join(missing)} device. "
+                    f"Use one of: {', '.join(known) or 'none found'}.")
+    return canonical
+
+
+def check_writable_file(path: Path | str, option: str = "the output file", *,
+                        error: type[ValueError] = InputError) -> Path:
+    """`path`, after checking that a file can be written there (its folder is creatable and writable).
+
+    Nothing is left behind: the probe file is removed, and no folder is created.
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise error(f"{option} {path} is a folder; give a file name inside it, e.g. {path / 'results.json'}.")
+    folder = path.parent
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise error(f"{option} {path} cannot be written: {existing} is a file, not a folder. Choose another path.")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise error(f"{option} {path} exists and is read-only. Choose another path or make it writable.")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as problem:
+        raise error(f"{option} {path} cannot be written ({problem.strerror or problem} in {existing}). "
+                    "Choose a folder you can write to.") from None
+    return path
