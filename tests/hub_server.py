@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -140,3 +141,19 @@ class FakeHub:
                     self.wfile.write(body)
 
         return Handler
+
+
+class SilentServer:
+    """A local TCP server that accepts connections (the kernel's backlog) and never answers: a hung hub."""
+
+    def __enter__(self) -> SilentServer:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(64)
+        host, port = self._socket.getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._socket.close()
