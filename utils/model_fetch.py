@@ -32,6 +32,10 @@ class HubUnreachableError(ConnectionError):
     """The model hub cannot be reached from this machine."""
 
 
+class ModelNotOnHubError(LookupError):
+    """The hub answers but does not have the model repository (renamed, removed or private)."""
+
+
 class InsufficientDiskError(OSError):
     """Not enough free disk space for what is about to be written."""
 
@@ -128,6 +132,7 @@ def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | No
     require_reachable(endpoint, "the Hugging Face hub")
     import httpx
     from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import RepositoryNotFoundError
 
     try:
         info = HfApi(endpoint=endpoint).model_info(repo_id, files_metadata=True, timeout=READ_TIMEOUT_S)
@@ -137,6 +142,10 @@ def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | No
                 hf_hub_download(repo_id, sibling.rfilename, revision=info.sha, local_dir=work, endpoint=endpoint,
                                 etag_timeout=READ_TIMEOUT_S)
             shutil.rmtree(work / ".cache", ignore_errors=True)
+    except RepositoryNotFoundError:
+        raise ModelNotOnHubError(
+            f"The Hugging Face hub at {endpoint} has no model repository '{repo_id}' (renamed, removed, or private: "
+            "then log in with `hf auth login`). Check the name in utils/model_catalogue.py.") from None
     except httpx.TransportError as error:  # timeouts, refused or dropped connections
         raise unreachable_error(endpoint, "the Hugging Face hub",
                                 f"a request timed out: {type(error).__name__}") from None
