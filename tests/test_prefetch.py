@@ -104,8 +104,8 @@ def test_a_failed_model_is_reported_and_the_others_still_fetched(tmp_path: Path)
     assert result.returncode == 1, result.stdout + result.stderr
     main_row = table_row(result.stdout, PHI3_MAIN.folder_name)
     assert main_row.endswith("failed [1]")
-    assert f"[1] {PHI3_MAIN.folder_name}: RepositoryNotFoundError" in result.stdout
-    assert f"Repository Not Found for url: {hub_url}/api/models/{PHI3_MAIN.huggingface_id}" in result.stdout
+    assert (f"[1] {PHI3_MAIN.folder_name}: ModelNotOnHubError: The Hugging Face hub at {hub_url} has no model "
+            f"repository '{PHI3_MAIN.huggingface_id}'") in result.stdout
     assert "fetched" in table_row(result.stdout, PHI3_DRAFT.folder_name)
     assert not (models / PHI3_MAIN.folder_name).exists()
     assert not list(models.glob(".tmp-*"))
