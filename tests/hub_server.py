@@ -5,8 +5,13 @@ repository, for repositories held in memory:
 
 - ``GET /api/models/{repo_id}[/revision/{revision}]``: JSON with ``id``, ``sha``
   and ``siblings`` (one ``{"rfilename": ..., "size": ...}`` per file);
+- ``GET /api/models/{repo_id}/tree/{revision}``: the file list as ``list_repo_files`` reads it
+  (optimum-cli asks for it before an export);
 - ``HEAD`` / ``GET /{repo_id}/resolve/{revision}/{filename}``: the file, with the
   ``ETag``, ``X-Repo-Commit`` and ``Content-Length`` headers the client requires.
+
+A repository's ``card`` fields (e.g. ``pipeline_tag``, ``library_name``, ``tags``) are
+added to its info, as the real hub gives them.
 
 Unknown repositories and files get a 404 with the ``X-Error-Code`` header the
 client turns into ``RepositoryNotFoundError`` / ``EntryNotFoundError``. Point a
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +35,7 @@ class FakeRepository:
 
     files: dict[str, bytes]
     commit: str = ""
+    card: dict = field(default_factory=dict)  # extra model-info fields, e.g. {"pipeline_tag": "text-generation"}
 
     def __post_init__(self) -> None:
         if not self.commit:
@@ -82,7 +89,9 @@ class FakeHub:
             def _answer(self, send_body: bool) -> None:
                 path = unquote(urlsplit(self.path).path)
                 hub.requests.append((self.command, path))
-                if path.startswith("/api/models/"):
+                if path.startswith("/api/models/") and "/tree/" in path:
+                    self._tree(path[len("/api/models/"):].split("/tree/", 1)[0], send_body)
+                elif path.startswith("/api/models/"):
                     repo_id = path[len("/api/models/"):].split("/revision/", 1)[0]
                     self._repo_info(repo_id, send_body)
                 elif "/resolve/" in path:
@@ -97,7 +106,7 @@ class FakeHub:
                 if repository is None:
                     self._not_found("RepoNotFound", None, send_body)
                     return
-                body = json.dumps({
+                body = json.dumps(repository.card | {
                     "id": repo_id,
                     "modelId": repo_id,
                     "sha": repository.commit,
@@ -105,6 +114,16 @@ class FakeHub:
                     "siblings": [{"rfilename": name, "size": len(content)}
                                  for name, content in sorted(repository.files.items())],
                 }).encode()
+                self._send(200, body, {"Content-Type": "application/json"}, send_body)
+
+            def _tree(self, repo_id: str, send_body: bool) -> None:
+                repository = hub.repositories.get(repo_id)
+                if repository is None:
+                    self._not_found("RepoNotFound", None, send_body)
+                    return
+                body = json.dumps([{"type": "file", "path": name, "size": len(content),
+                                    "oid": hashlib.sha1(content).hexdigest()}
+                                   for name, content in sorted(repository.files.items())]).encode()
                 self._send(200, body, {"Content-Type": "application/json"}, send_body)
 
             def _file(self, repo_id: str, filename: str, send_body: bool) -> None:
@@ -140,3 +159,19 @@ class FakeHub:
                     self.wfile.write(body)
 
         return Handler
+
+
+class SilentServer:
+    """A local TCP server that accepts connections (the kernel's backlog) and never answers: a hung hub."""
+
+    def __enter__(self) -> SilentServer:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(64)
+        host, port = self._socket.getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._socket.close()

@@ -146,3 +146,39 @@ def test_offline_models_have_no_hub_source() -> None:
 
     with pytest.raises(ValueError, match="built locally"):
         get_model(SMOLLM2_FP16, "huggingface")
+
+
+HUNG_HUB_LIMIT_S = model_fetch.CONNECT_TIMEOUT_S + model_fetch.ANSWER_TIMEOUT_S + 5.0
+
+
+@pytest.fixture
+def hung_hubs(monkeypatch) -> str:
+    """Point both hubs at a local server that accepts connections and never answers; return its URL."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from hub_server import SilentServer
+
+    with SilentServer() as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("MODELSCOPE_DOMAIN", server.url)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+        yield server.url
+
+
+@pytest.mark.parametrize("spec, source", [(PHI3_DRAFT, "huggingface"), (PHI3_MAIN, "modelscope"), (DOLLY_3B, "export")],
+                         ids=["huggingface", "modelscope", "export"])
+def test_get_model_does_not_hang_on_a_hub_that_never_answers(hung_hubs: str, tmp_models_dir: Path, spec,
+                                                             source) -> None:
+    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+        get_model(spec, source)
+    assert watch.seconds < HUNG_HUB_LIMIT_S
+    assert_points_to_the_offline_pair(error, hung_hubs)
+    assert "did not answer within" in str(error.value)
+    assert list(tmp_models_dir.iterdir()) == []
+
+
+def test_the_reachability_check_sees_a_silent_server(hung_hubs: str) -> None:
+    assert can_reach(hung_hubs) is True  # the connection opens...
+    assert "did not answer" in model_fetch.hub_answer_problem(hung_hubs, timeout_s=1.0)  # ...but nothing comes back

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,8 +104,8 @@ def test_a_failed_model_is_reported_and_the_others_still_fetched(tmp_path: Path)
     assert result.returncode == 1, result.stdout + result.stderr
     main_row = table_row(result.stdout, PHI3_MAIN.folder_name)
     assert main_row.endswith("failed [1]")
-    assert f"[1] {PHI3_MAIN.folder_name}: RepositoryNotFoundError" in result.stdout
-    assert f"Repository Not Found for url: {hub_url}/api/models/{PHI3_MAIN.huggingface_id}" in result.stdout
+    assert (f"[1] {PHI3_MAIN.folder_name}: ModelNotOnHubError: The Hugging Face hub at {hub_url} has no model "
+            f"repository '{PHI3_MAIN.huggingface_id}'") in result.stdout
     assert "fetched" in table_row(result.stdout, PHI3_DRAFT.folder_name)
     assert not (models / PHI3_MAIN.folder_name).exists()
     assert not list(models.glob(".tmp-*"))
@@ -210,3 +211,22 @@ def test_command_line_help_and_dry_run(tmp_path: Path) -> None:
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
     assert not (tmp_path / "not").exists()
+
+
+def test_prefetch_does_not_hang_on_a_hub_that_never_answers(tmp_path: Path) -> None:
+    from hub_server import SilentServer
+    from utils.model_fetch import ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S
+
+    with SilentServer() as server:
+        started = time.monotonic()
+        result = run_prefetch(["--pairs", "phi-3", "--source", "huggingface"], server.url, tmp_path / "models",
+                              tmp_path / "hf-home")
+        seconds = time.monotonic() - started
+    assert result.returncode == 1, result.stdout + result.stderr
+    # two models, each failing after at most one connect and one read timeout, plus the start-up of Python
+    assert seconds < 2 * (CONNECT_TIMEOUT_S + ANSWER_TIMEOUT_S) + 20
+    for spec in (PHI3_MAIN, PHI3_DRAFT):
+        assert "failed" in table_row(result.stdout, spec.folder_name)
+    assert result.stdout.count("HubUnreachableError: Cannot reach the Hugging Face hub at " + server.url) == 2
+    assert "did not answer within" in result.stdout
+    assert not any((tmp_path / "models").iterdir())

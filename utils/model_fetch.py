@@ -1,7 +1,8 @@
 """Get a model of the catalogue: export it with optimum-cli or download it from a hub.
 
 Every path checks free disk space first, fails fast with a clear message when
-the hub is unreachable (no hang), and writes atomically (see `atomic_folder`).
+the hub is unreachable or does not answer (every request has connect and read
+timeouts: no hang), and writes atomically (see `atomic_folder`).
 """
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import os
 import shutil
 import socket
 import threading
+import urllib.error
+import urllib.request
+from http.client import HTTPException
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -19,10 +23,17 @@ from utils.optimum_export import export_with_optimum
 
 HUGGINGFACE_DEFAULT_ENDPOINT = "https://huggingface.co"
 MODELSCOPE_DEFAULT_ENDPOINT = "https://www.modelscope.cn"
+CONNECT_TIMEOUT_S = 3.0  # to open a connection to a hub
+ANSWER_TIMEOUT_S = 5.0  # for a hub's first answer (the reachability check)
+READ_TIMEOUT_S = 10.0  # for an API answer or the next bytes of a download
 
 
 class HubUnreachableError(ConnectionError):
     """The model hub cannot be reached from this machine."""
+
+
+class ModelNotOnHubError(LookupError):
+    """The hub answers but does not have the model repository (renamed, removed or private)."""
 
 
 class InsufficientDiskError(OSError):
@@ -56,13 +67,43 @@ def can_reach(url: str, timeout_s: float = 3.0) -> bool:
     return bool(outcome and outcome[0])
 
 
+def hub_answer_problem(url: str, timeout_s: float = ANSWER_TIMEOUT_S) -> str | None:
+    """Why `url` gives no HTTP answer within `timeout_s` (None if it answers, whatever the status)."""
+    address = url if "://" in url else f"https://{url}"
+    request = urllib.request.Request(address.rstrip("/") + "/", method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError:  # an HTTP status is an answer: the server is alive
+        return None
+    except (TimeoutError, socket.timeout):
+        return f"it accepted the connection but did not answer within {timeout_s:.0f} s"
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, (TimeoutError, socket.timeout)):
+            return f"it did not answer within {timeout_s:.0f} s"
+        return f"{error.reason}"
+    except (HTTPException, OSError) as error:
+        return f"it did not answer as a web server ({type(error).__name__})"
+
+
+def unreachable_error(url: str, what: str, reason: str = "no network, or it is blocked") -> HubUnreachableError:
+    """The project's one message for a hub that cannot be used, saying what to do instead."""
+    return HubUnreachableError(
+        f"Cannot reach {what} at {url} from this machine ({reason}). "
+        "Use the offline pair (PAIR = 'offline'), or fetch the models on a machine with a network "
+        "(`python3 tutorial.py prefetch`) and copy the models folder over.")
+
+
 def require_reachable(url: str, what: str) -> None:
-    """Raise `HubUnreachableError` with what to do instead, if `url` cannot be reached."""
-    if not can_reach(url):
-        raise HubUnreachableError(
-            f"Cannot reach {what} at {url} from this machine (no network, or it is blocked). "
-            "Use the offline pair (PAIR = 'offline'), or fetch the models on a machine with a network "
-            "(`python3 tutorial.py prefetch`) and copy the models folder over.")
+    """Raise `HubUnreachableError` with what to do instead, unless `url` accepts a connection and answers.
+
+    Both steps have timeouts (`CONNECT_TIMEOUT_S`, `ANSWER_TIMEOUT_S`), so this never hangs.
+    """
+    if not can_reach(url, CONNECT_TIMEOUT_S):
+        raise unreachable_error(url, what)
+    problem = hub_answer_problem(url)
+    if problem is not None:
+        raise unreachable_error(url, what, problem)
 
 
 def require_free_disk(folder: Path, needed_bytes: float) -> None:
@@ -82,16 +123,32 @@ def _recipe(spec: ModelSpec, source: str) -> dict:
 
 
 def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | None = None) -> Path:
-    """Download a model repository from the Hugging Face hub (honours HF_ENDPOINT)."""
+    """Download a model repository from the Hugging Face hub (honours HF_ENDPOINT).
+
+    The file list comes from `model_info` and each file from `hf_hub_download`, every
+    request with a read timeout (`snapshot_download` asks for the file list without one).
+    """
     endpoint = huggingface_endpoint()
     require_reachable(endpoint, "the Hugging Face hub")
-    from huggingface_hub import HfApi, snapshot_download
+    import httpx
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import RepositoryNotFoundError
 
-    info = HfApi(endpoint=endpoint).model_info(repo_id, files_metadata=True)
-    require_free_disk(Path(destination).parent, sum(sibling.size or 0 for sibling in info.siblings))
-    with atomic_folder(Path(destination), recipe or {"huggingface_id": repo_id}) as work:
-        snapshot_download(repo_id, local_dir=work, endpoint=endpoint)
-        shutil.rmtree(work / ".cache", ignore_errors=True)
+    try:
+        info = HfApi(endpoint=endpoint).model_info(repo_id, files_metadata=True, timeout=READ_TIMEOUT_S)
+        require_free_disk(Path(destination).parent, sum(sibling.size or 0 for sibling in info.siblings))
+        with atomic_folder(Path(destination), recipe or {"huggingface_id": repo_id}) as work:
+            for sibling in info.siblings:
+                hf_hub_download(repo_id, sibling.rfilename, revision=info.sha, local_dir=work, endpoint=endpoint,
+                                etag_timeout=READ_TIMEOUT_S)
+            shutil.rmtree(work / ".cache", ignore_errors=True)
+    except RepositoryNotFoundError:
+        raise ModelNotOnHubError(
+            f"The Hugging Face hub at {endpoint} has no model repository '{repo_id}' (renamed, removed, or private: "
+            "then log in with `hf auth login`). Check the name in utils/model_catalogue.py.") from None
+    except httpx.TransportError as error:  # timeouts, refused or dropped connections
+        raise unreachable_error(endpoint, "the Hugging Face hub",
+                                f"a request timed out: {type(error).__name__}") from None
     return Path(destination)
 
 
