@@ -45,7 +45,10 @@ def test_counters_follow_the_steps() -> None:
     assert counters.acceptance == pytest.approx(3 / (3 * 2))
     counters.acceptance_reported = 0.25
     assert counters.acceptance == 0.25
-    assert counter_value(counters.as_html(), "main-passes-saved") == "3"
+    shown = counters.as_html("speculative K=3")
+    assert counter_value(shown, "main-passes-saved") == "3" and counter_value(shown, "tokens-per-main-pass") == "2.00"
+    assert counter_value(shown, "tokens-per-second") == f"{6 / 0.4:.1f}" and counter_value(shown, "acceptance") == "0.25"
+    assert 'data-state="generating…"' in shown
 
 
 def test_plain_counters_have_no_acceptance() -> None:
@@ -197,7 +200,8 @@ def test_second_click_while_generating_is_refused_and_pipelines_are_reused(share
     playground.on_generate_click()
     assert playground.controls["generate"].disabled
     assert playground.on_generate_click() is None and playground.on_race_click() is None
-    assert playground.rejected_clicks == 2 and "Still generating" in playground.message.value
+    assert playground.rejected_clicks == 2
+    assert sum("Still generating" in message for message in playground.message_history) == 2
     playground.wait()
     assert playground.last_record.generated_tokens <= 48 and playground.last_error is None
     loads = len(loader.calls)
@@ -208,7 +212,7 @@ def test_second_click_while_generating_is_refused_and_pipelines_are_reused(share
     playground.controls["mode"].value = "plain"
     playground.on_generate_click()
     playground.wait()
-    assert len(loader.calls) == loads + (0 if any(call[0] == "plain" for call in loader.calls[:loads]) else 1)
+    assert ("plain", "CPU", "f32") in loader.calls and len(set(loader.calls)) == len(loader.calls)  # each once
     assert playground.last_counters.passes_saved == 0 and playground.last_record.mode == "plain"
 
 

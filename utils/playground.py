@@ -170,11 +170,13 @@ class LiveCounters:
         else:
             acceptance_text = f"≈{acceptance:.2f}"
         state = "finished" if self.finished else "generating…"
-        cells = [("tokens/s", f"{self.tokens_per_second:.1f}"), ("tokens per main pass", f"{self.tokens_per_pass:.2f}"),
-                 ("acceptance", acceptance_text), ("main passes saved", f"{self.passes_saved}"),
-                 ("tokens", f"{self.tokens}"), ("main passes", f"{self.passes}")]
-        body = "".join(f'<span style="margin-right:1.2em"><b>{name}</b> <span class="specdec-{name.replace(" ", "-")}'
-                       f'">{value}</span></span>' for name, value in cells)
+        cells = [("tokens/s", "tokens-per-second", f"{self.tokens_per_second:.1f}"),
+                 ("tokens per main pass", "tokens-per-main-pass", f"{self.tokens_per_pass:.2f}"),
+                 ("acceptance", "acceptance", acceptance_text),
+                 ("main passes saved", "main-passes-saved", f"{self.passes_saved}"),
+                 ("tokens", "tokens", f"{self.tokens}"), ("main passes", "main-passes", f"{self.passes}")]
+        body = "".join(f'<span style="margin-right:1.2em"><b>{name}</b> <span class="specdec-{slug}">{value}</span>'
+                       "</span>" for name, slug, value in cells)
         return (f'<div class="specdec-counter-state" data-state="{state}">{html.escape(label)} · {state} · '
                 f'{self.seconds:.2f} s</div><div>{body}</div>')
 
@@ -274,6 +276,7 @@ class Playground:
     last_race: RaceResult | None = None
     last_error: str | None = None
     rejected_clicks: int = 0
+    message_history: list[str] = field(default_factory=list)  # every message shown, oldest first
     thread: threading.Thread | None = None
     _busy: threading.Lock = field(default_factory=threading.Lock)
 
@@ -328,6 +331,8 @@ class Playground:
             self._busy.release()
 
     def _show_message(self, text: str, colour: str) -> None:
+        if text:
+            self.message_history.append(text)
         self.message.value = (f'<div class="specdec-message" style="color:{colour}">{html.escape(text)}</div>'
                               if text else "")
 
