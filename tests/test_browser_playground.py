@@ -76,7 +76,10 @@ def jupyter_lab(root: Path, runtime: Path, log_path: Path) -> Iterator[str]:
                    "JUPYTER_RUNTIME_DIR": str(runtime), "MPLBACKEND": "Agg"}
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}", f"--LabApp.workspaces_dir={runtime / 'workspaces'}"]
+               f"--ServerApp.root_dir={root}", f"--LabApp.workspaces_dir={runtime / 'workspaces'}",
+               "--ServerApp.terminals_enabled=False"]
+    if os.geteuid() == 0:
+        command.append("--allow-root")  # CI containers run as root; the server still listens on loopback only
     log = log_path.open("w")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -84,8 +87,9 @@ def jupyter_lab(root: Path, runtime: Path, log_path: Path) -> Iterator[str]:
         deadline = time.monotonic() + SERVER_START_SECONDS
         while not server_is_up(f"{base}/api/status?token={token}"):
             if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"JupyterLab did not start on {base} within {SERVER_START_SECONDS} s; "
-                                   f"its log:\n{log_path.read_text()[-3000:]}")
+                why = f"exited with code {server.returncode}" if server.poll() is not None else \
+                    f"did not answer within {SERVER_START_SECONDS} s"
+                raise RuntimeError(f"JupyterLab on {base} {why}; its log:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.5)
         yield f"{base}|{token}"
     finally:
@@ -159,15 +163,16 @@ def run_notebook_and_generate(page, screenshots: Path) -> None:
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
     page.locator(".jp-Notebook .jp-Cell").first.click()
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator('li.lm-Menu-item[data-command="notebook:run-all-cells"]').click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
     counters = page.locator(".specdec-counters")
     finished = page.locator('.specdec-counters [data-state="finished"]')
     finished.wait_for(timeout=NOTEBOOK_RUN_MS)  # the notebook's own click produced a finished generation
     page.locator(".specdec-formula-image").wait_for(timeout=NOTEBOOK_RUN_MS)  # the last widget cell ran
     page.locator(".specdec-race-result").wait_for(timeout=NOTEBOOK_RUN_MS)
-    before = counters.inner_text()
-    k_readout = page.locator(".specdec-k .widget-readout")
-    k_before = int(k_readout.inner_text())
+    # JupyterLab renders off-screen cells lazily (innerText is empty there): bring the playground into view first.
+    page.locator(".specdec-playground").first.scroll_into_view_if_needed()
+    before = counters.text_content()
+    k_before = int(page.locator(".specdec-k .widget-readout").text_content().strip())
     page.locator(".specdec-k .noUi-handle").click()
     page.keyboard.press("ArrowRight")
     page.wait_for_function(
@@ -180,9 +185,9 @@ def run_notebook_and_generate(page, screenshots: Path) -> None:
     page.locator(".specdec-text span[style*='background']").first.wait_for(timeout=GENERATE_MS)  # coloured text
     page.locator('.specdec-counters [data-state="finished"]').filter(has_text=f"K={k_before + 1}").wait_for(
         timeout=GENERATE_MS)
-    after = counters.inner_text()
+    after = counters.text_content()
     assert after != before and f"K={k_before + 1}" in after
-    tokens = int(page.locator(".specdec-counters .specdec-tokens").inner_text())
+    tokens = int(page.locator(".specdec-counters .specdec-tokens").text_content())
     assert tokens > 0, after
     coloured = page.locator(".specdec-text span[style*='background']").count()
     assert coloured > 0

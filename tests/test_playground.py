@@ -196,14 +196,14 @@ def test_generate_streams_coloured_steps_and_counters(shared_cache: PipelineCach
 def test_second_click_while_generating_is_refused_and_pipelines_are_reused(shared_cache: PipelineCache,
                                                                           loader: CountingLoader) -> None:
     playground = make_playground(shared_cache)
-    playground.controls["max_new_tokens"].value = 48
+    playground.controls["max_new_tokens"].value = 20
     playground.on_generate_click()
     assert playground.controls["generate"].disabled
     assert playground.on_generate_click() is None and playground.on_race_click() is None
     assert playground.rejected_clicks == 2
     assert sum("Still generating" in message for message in playground.message_history) == 2
     playground.wait()
-    assert playground.last_record.generated_tokens <= 48 and playground.last_error is None
+    assert playground.last_record.generated_tokens <= 20 and playground.last_error is None
     loads = len(loader.calls)
     playground.controls["k"].value = 4  # a generation setting, not a pipeline setting: no new load
     playground.on_generate_click()
