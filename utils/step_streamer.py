@@ -33,13 +33,16 @@ class StepRecorder:
 
     tokenizer: an `openvino_genai.Tokenizer` (needed only for `echo` and `text`).
     echo: write decoded text to `write` (default: stdout) while generating.
+    on_step: called with each step's tokens as it arrives (e.g. to colour a live view).
     """
 
-    def __init__(self, tokenizer: Any = None, echo: bool = False, write: Callable[[str], Any] | None = None):
+    def __init__(self, tokenizer: Any = None, echo: bool = False, write: Callable[[str], Any] | None = None,
+                 on_step: Callable[[list[int]], Any] | None = None):
         if echo and tokenizer is None:
             raise ValueError("StepRecorder(echo=True) needs the tokenizer to decode text.")
         self.tokenizer = tokenizer
         self.echo = echo
+        self.on_step = on_step
         self.write = write or (lambda text: (sys.stdout.write(text), sys.stdout.flush()))
         self.steps: list[list[int]] = []
         self._printed = ""
@@ -51,6 +54,8 @@ class StepRecorder:
         if not step:
             return
         self.steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
         if self.echo:
             text = self.text
             # Hold back an incomplete multi-byte character until its last byte arrives.
@@ -105,6 +110,36 @@ def split_into_steps(token_ids: Sequence[int], tokens_per_step: Sequence[int]) -
     return steps
 
 
+class StepSegmenter:
+    """Turns steps into coloured text pieces one step at a time (for live display while generating).
+
+    decode: token ids -> text. Text is decoded cumulatively, so characters split
+    across tokens come out whole; `add_step` returns only the new pieces.
+    """
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self.decode = decode
+        self.step_count = 0
+        self._so_far: list[int] = []
+        self._previous_text = ""
+
+    def add_step(self, step: Sequence[int]) -> list[tuple[str, str, int]]:
+        """(text, origin, step number) pieces of one more step; see `step_segments`."""
+        self.step_count += 1
+        segments: list[tuple[str, str, int]] = []
+        for position, token in enumerate(step):
+            self._so_far.append(int(token))
+            text = self.decode(self._so_far)
+            if text.endswith("\ufffd"):
+                continue  # wait for the rest of a multi-byte character
+            origin = "main" if position == len(step) - 1 else "accepted"
+            piece = text[len(self._previous_text):] if text.startswith(self._previous_text) else text
+            if piece:
+                segments.append((piece, origin, self.step_count))
+            self._previous_text = text
+        return segments
+
+
 def step_segments(decode: Callable[[list[int]], str], steps: Sequence[Sequence[int]]) -> list[tuple[str, str, int]]:
     """(text, origin, step number) pieces in order.
 
@@ -112,21 +147,15 @@ def step_segments(decode: Callable[[list[int]], str], steps: Sequence[Sequence[i
     model's own token, the last of each step); step numbers start at 1. Text is
     decoded cumulatively, so characters split across tokens come out whole.
     """
-    segments: list[tuple[str, str, int]] = []
-    so_far: list[int] = []
-    previous_text = ""
-    for step_number, step in enumerate(steps, start=1):
-        for position, token in enumerate(step):
-            so_far.append(int(token))
-            text = decode(so_far)
-            if text.endswith("\ufffd"):
-                continue  # wait for the rest of a multi-byte character
-            origin = "main" if position == len(step) - 1 else "accepted"
-            piece = text[len(previous_text):] if text.startswith(previous_text) else text
-            if piece:
-                segments.append((piece, origin, step_number))
-            previous_text = text
-    return segments
+    segmenter = StepSegmenter(decode)
+    return [segment for step in steps for segment in segmenter.add_step(step)]
+
+
+def segment_html(text: str, origin: str, step_number: int) -> str:
+    """One coloured piece: green for an accepted draft token, orange (and a step-ending line) for the main's own."""
+    colour = ACCEPTED_COLOUR if origin == "accepted" else MAIN_COLOUR
+    border = "border-right:1px solid #555;" if origin == "main" else ""
+    return f'<span title="step {step_number}" style="background:{colour};{border}">{html.escape(text)}</span>'
 
 
 def steps_to_html(tokenizer: Any, steps: Sequence[Sequence[int]], title: str = "") -> str:
@@ -137,11 +166,7 @@ def steps_to_html(tokenizer: Any, steps: Sequence[Sequence[int]], title: str = "
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
 
-    pieces = []
-    for text, origin, step_number in step_segments(decode, steps):
-        colour = ACCEPTED_COLOUR if origin == "accepted" else MAIN_COLOUR
-        border = "border-right:1px solid #555;" if origin == "main" else ""
-        pieces.append(f'<span title="step {step_number}" style="background:{colour};{border}">{html.escape(text)}</span>')
+    pieces = [segment_html(*segment) for segment in step_segments(decode, steps)]
     accepted = sum(len(step) - 1 for step in steps)
     total = sum(len(step) for step in steps)
     legend = (

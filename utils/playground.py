@@ -1,0 +1,580 @@
+"""The speculative-decoding playground (notebook 07): widgets to turn K and watch the text stream, coloured by step.
+
+    picker = device_picker()                       # utils.device_picker; the playground reads picker.value
+    playground = build_playground(picker)          # widgets, a pipeline cache, the click handlers
+    display(playground.widget)                     # and playground.race_widget for the race
+    playground.on_generate_click()                 # what the Generate button calls (runs in a thread)
+    playground.wait()                              # join the generation (notebook cells and tests)
+
+    explorer = build_formula_explorer(measured_points)   # Leviathan's speed-up curve with a, K, c sliders
+    display(explorer.widget)
+
+Everything lives in the objects these functions return (no module-level state).
+Generation runs in a background thread so the page stays live; the streamer
+callback updates the HTML widgets after each verification step. A click while a
+generation runs is refused with a message (`rejected_clicks` counts them).
+Errors (empty prompt, impossible settings, a pair not prepared) become a one-line
+message in the widget, never a traceback.
+"""
+from __future__ import annotations
+
+import html
+import io
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from utils.generation import DecodingSettings, GenerationRecord, LoadedPipeline, load_pipeline, run_prompt
+from utils.model_catalogue import PAIRS, get_pair
+from utils.model_check import check_model_folder
+from utils.speedup_model import break_even_acceptance, predicted_speedup
+from utils.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR, StepRecorder, StepSegmenter, segment_html
+
+MODE_LABELS = {"plain": "plain", "draft model": "speculative", "prompt lookup": "prompt_lookup"}
+DEFAULT_PROMPT = "Explain in two sentences why the sky is blue."
+DEFAULT_DRAFT_VARIANT = "default"
+WARMUP_TOKENS = 4
+TEXT_STYLE = "white-space:pre-wrap;font-family:monospace;line-height:1.6;min-height:3em"
+
+
+# --------------------------------------------------------------------------- what the widgets say
+
+
+@dataclass(frozen=True)
+class PlaygroundChoice:
+    """The playground's settings, as read from its widgets at the moment of a click."""
+
+    prompt: str
+    pair: str = "offline"
+    draft_variant: str = DEFAULT_DRAFT_VARIANT  # "default" or one of the pair's alternative drafts
+    mode: str = "speculative"  # "plain", "speculative" or "prompt_lookup"
+    k: int = 3
+    threshold: float = 0.0  # 0 = off (fixed K); > 0 = dynamic speculation (draft model only)
+    precision: str = "f32"
+    device: str = "CPU"
+    max_new_tokens: int = 32
+
+    def settings(self) -> DecodingSettings:
+        """Validated decoding settings; a SpeculationSetupError says what cannot work and what to do."""
+        if self.mode == "plain":
+            return DecodingSettings("plain", max_new_tokens=self.max_new_tokens)
+        if self.threshold > 0:
+            if self.mode == "prompt_lookup":
+                return DecodingSettings("prompt_lookup", assistant_confidence_threshold=self.threshold,
+                                        max_new_tokens=self.max_new_tokens)  # raises: lookup has no probabilities
+            return DecodingSettings("speculative", assistant_confidence_threshold=self.threshold,
+                                    max_new_tokens=self.max_new_tokens)
+        return DecodingSettings(self.mode, num_assistant_tokens=self.k, max_new_tokens=self.max_new_tokens)
+
+    def folders(self) -> tuple[Path, Path | None]:
+        """(main folder, draft folder or None), checked: a missing pair says how to prepare it."""
+        pair = get_pair(self.pair)
+        variant = None if self.draft_variant == DEFAULT_DRAFT_VARIANT else self.draft_variant
+        main_dir = check_model_folder(pair.main.path, "main model")
+        if self.mode != "speculative":
+            return main_dir, None
+        return main_dir, check_model_folder(pair.draft_variant(variant).path, "draft model")
+
+
+def check_prompt(prompt: str) -> str:
+    """The prompt without surrounding blanks; an empty one raises a ValueError that says what to do."""
+    if not prompt or not prompt.strip():
+        raise ValueError("The prompt is empty: type a question or an instruction in the prompt box, then click again.")
+    return prompt.strip()
+
+
+# --------------------------------------------------------------------------- pipelines, loaded once
+
+
+class PipelineCache:
+    """Pipelines keyed by (mode, main, draft, device, precision): loaded and warmed up once, reused across clicks.
+
+    loader: `utils.generation.load_pipeline` (tests may pass a counting wrapper).
+    """
+
+    def __init__(self, loader: Callable[..., LoadedPipeline] = load_pipeline):
+        self.loader = loader
+        self.pipelines: dict[tuple, LoadedPipeline] = {}
+        self.loads = 0
+
+    def get(self, mode: str, main_dir: Path, draft_dir: Path | None, device: str, precision: str) -> LoadedPipeline:
+        key = (mode, str(main_dir), str(draft_dir) if draft_dir else None, device, precision)
+        if key not in self.pipelines:
+            loaded = self.loader(mode, main_dir, device, draft_dir=draft_dir, precision=precision)
+            # Untimed warm-up: the first generate compiles kernels and allocates the KV cache.
+            run_prompt(loaded, "Hello", DecodingSettings(mode, max_new_tokens=WARMUP_TOKENS))
+            self.pipelines[key] = loaded
+            self.loads += 1
+        return self.pipelines[key]
+
+    def for_choice(self, choice: PlaygroundChoice, mode: str | None = None) -> LoadedPipeline:
+        """The pipeline for a choice (or for another mode on the same pair, e.g. plain for the race)."""
+        mode = mode or choice.mode
+        main_dir, draft_dir = PlaygroundChoice(**{**choice.__dict__, "mode": mode}).folders()
+        return self.get(mode, main_dir, draft_dir, choice.device, choice.precision)
+
+
+# --------------------------------------------------------------------------- live counters
+
+
+@dataclass
+class LiveCounters:
+    """Counters of one generation, updated at every step (a step = one main-model pass)."""
+
+    k: int | None = None  # fixed K, for the acceptance estimate; None for plain or a threshold
+    tokens: int = 0
+    passes: int = 0
+    accepted: int = 0  # tokens that came from the draft (or the prompt) and were kept
+    seconds: float = 0.0
+    acceptance_reported: float | None = None  # OpenVINO GenAI's own figure, once generation is over
+    finished: bool = False
+
+    def add_step(self, step: Sequence[int], seconds: float) -> None:
+        self.tokens += len(step)
+        self.passes += 1
+        self.accepted += len(step) - 1
+        self.seconds = seconds
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.tokens / self.passes if self.passes else 0.0
+
+    @property
+    def passes_saved(self) -> int:
+        """Main passes plain decoding would have needed (one per token) minus the passes made."""
+        return self.tokens - self.passes
+
+    @property
+    def acceptance(self) -> float | None:
+        """GenAI's acceptance when reported; else accepted / (K per verification pass), an upper-bound estimate."""
+        if self.acceptance_reported is not None:
+            return self.acceptance_reported
+        if not self.k or self.passes < 2:
+            return None
+        return self.accepted / (self.k * (self.passes - 1))  # the first pass (prefill) proposes nothing
+
+    def as_html(self, label: str = "") -> str:
+        acceptance = self.acceptance
+        if acceptance is None:
+            acceptance_text = "-"
+        elif self.acceptance_reported is not None:
+            acceptance_text = f"{acceptance:.2f}"
+        else:
+            acceptance_text = f"≈{acceptance:.2f}"
+        state = "finished" if self.finished else "generating…"
+        cells = [("tokens/s", "tokens-per-second", f"{self.tokens_per_second:.1f}"),
+                 ("tokens per main pass", "tokens-per-main-pass", f"{self.tokens_per_pass:.2f}"),
+                 ("acceptance", "acceptance", acceptance_text),
+                 ("main passes saved", "main-passes-saved", f"{self.passes_saved}"),
+                 ("tokens", "tokens", f"{self.tokens}"), ("main passes", "main-passes", f"{self.passes}")]
+        body = "".join(f'<span style="margin-right:1.2em"><b>{name}</b> <span class="specdec-{slug}">{value}</span>'
+                       "</span>" for name, slug, value in cells)
+        return (f'<div class="specdec-counter-state" data-state="{state}">{html.escape(label)} · {state} · '
+                f'{self.seconds:.2f} s</div><div>{body}</div>')
+
+
+def legend_html() -> str:
+    return (f'<span style="background:{ACCEPTED_COLOUR}">&nbsp;accepted draft token&nbsp;</span> '
+            f'<span style="background:{MAIN_COLOUR}">&nbsp;main model\'s own token&nbsp;</span> '
+            '(a thin line ends each main-model pass)')
+
+
+class LiveText:
+    """Coloured text that grows step by step inside an HTML widget."""
+
+    def __init__(self, target: Any, decode: Callable[[list[int]], str]):
+        self.target = target
+        self.segmenter = StepSegmenter(decode)
+        self.pieces: list[str] = []
+        self.target.value = f'<div style="{TEXT_STYLE}"></div>'
+
+    def add_step(self, step: Sequence[int]) -> None:
+        self.pieces.extend(segment_html(*segment) for segment in self.segmenter.add_step(step))
+        self.target.value = f'<div style="{TEXT_STYLE}">{"".join(self.pieces)}</div>'
+
+
+# --------------------------------------------------------------------------- the race
+
+
+@dataclass
+class TimedRun:
+    """A generation whose steps were stamped with the time they arrived (seconds since generate started)."""
+
+    record: GenerationRecord
+    steps: list[list[int]]
+    step_times: list[float]
+
+
+def timed_run(loaded: LoadedPipeline, prompt: str, settings: DecodingSettings) -> TimedRun:
+    """Generate once, recording each step's arrival time; nothing is drawn meanwhile (the timing stays clean)."""
+    step_times: list[float] = []
+    started = [0.0]
+    recorder = StepRecorder(on_step=lambda step: step_times.append(time.perf_counter() - started[0]))
+    started[0] = time.perf_counter()
+    record = run_prompt(loaded, prompt, settings, streamer=recorder)
+    return TimedRun(record=record, steps=list(recorder.steps), step_times=step_times)
+
+
+def replay_events(runs: Sequence[TimedRun]) -> list[tuple[float, int, list[int]]]:
+    """(time, run index, step) for all runs, merged in time order, to replay them side by side."""
+    events = [(moment, index, step) for index, run in enumerate(runs)
+              for moment, step in zip(run.step_times, run.steps)]
+    return sorted(events, key=lambda event: (event[0], event[1]))
+
+
+@dataclass
+class RaceResult:
+    plain: TimedRun
+    speculative: TimedRun
+    speedup: float | None  # plain wall time / speculative wall time; None when token counts differ
+    identical: bool
+
+    def as_html(self) -> str:
+        plain, speculative = self.plain.record, self.speculative.record
+        if self.speedup is None:
+            ratio = (f"no speed-up: token counts differ ({plain.generated_tokens} plain, "
+                     f"{speculative.generated_tokens} speculative)")
+        else:
+            ratio = f"<b>{self.speedup:.2f}x</b> (plain {plain.wall_seconds:.2f} s / {speculative.mode} " \
+                    f"{speculative.setting} {speculative.wall_seconds:.2f} s, {plain.generated_tokens} tokens each)"
+        same = "identical, token for token" if self.identical else "DIFFERENT (expected only under bf16 or sampling)"
+        return (f'<div class="specdec-race-result">Measured ratio: {ratio}. Texts: {same}. '
+                "One run each, one after the other: on a shared machine repeat it, or see notebook 02 for medians."
+                "</div>")
+
+
+# --------------------------------------------------------------------------- the playground
+
+
+@dataclass
+class Playground:
+    """Widgets, handlers and what the last generation recorded (see the module docstring)."""
+
+    controls: dict[str, Any]
+    device: Any  # the device picker (a Dropdown); its value is read at each click
+    message: Any
+    counters: Any
+    text: Any
+    race_plain: Any
+    race_speculative: Any
+    race_result: Any
+    widget: Any  # the controls, the Generate button and the live view
+    race_widget: Any  # the Race button and the two texts side by side (shares the controls above)
+    cache: PipelineCache
+    replay_speed: float = 1.0  # 1 = replay the race at its measured pace
+    last_counters: LiveCounters | None = None
+    counter_history: list[str] = field(default_factory=list)  # counters HTML after every step
+    last_record: GenerationRecord | None = None
+    last_race: RaceResult | None = None
+    last_error: str | None = None
+    rejected_clicks: int = 0
+    message_history: list[str] = field(default_factory=list)  # every message shown, oldest first
+    thread: threading.Thread | None = None
+    _busy: threading.Lock = field(default_factory=threading.Lock)
+
+    # ----- reading the widgets
+
+    def choice(self) -> PlaygroundChoice:
+        controls = self.controls
+        return PlaygroundChoice(
+            prompt=controls["prompt"].value, pair=controls["pair"].value, draft_variant=controls["draft"].value,
+            mode=MODE_LABELS[controls["mode"].value], k=int(controls["k"].value),
+            threshold=float(controls["threshold"].value), precision=controls["precision"].value,
+            device=self.device.value, max_new_tokens=int(controls["max_new_tokens"].value))
+
+    # ----- click handlers
+
+    def on_generate_click(self, _button: Any = None) -> threading.Thread | None:
+        """Start streaming a generation in a thread; refused (with a message) while one runs."""
+        return self._start(self.generate)
+
+    def on_race_click(self, _button: Any = None) -> threading.Thread | None:
+        """Start the race (plain, then the chosen mode, then a replay at their pace); refused while busy."""
+        return self._start(self.race)
+
+    def wait(self, timeout: float | None = 600) -> None:
+        """Wait for the running generation or race (notebook cells under nbval, tests)."""
+        if self.thread is not None:
+            self.thread.join(timeout)
+            if self.thread.is_alive():
+                raise TimeoutError(f"The playground's generation is still running after {timeout} s.")
+
+    def _start(self, work: Callable[[], Any]) -> threading.Thread | None:
+        if not self._busy.acquire(blocking=False):
+            self.rejected_clicks += 1
+            self._show_message("Still generating: this click was ignored. Wait until the counters say finished.",
+                               "#8a6d00")
+            return None
+        self._set_buttons_enabled(False)
+        self.thread = threading.Thread(target=self._run_guarded, args=(work,), daemon=True)
+        self.thread.start()
+        return self.thread
+
+    def _run_guarded(self, work: Callable[[], Any]) -> None:
+        try:
+            self.last_error = None
+            self._show_message("", "")
+            work()
+        except Exception as error:  # every failure becomes a message in the page, never a traceback
+            self.last_error = f"{type(error).__name__}: {error}".splitlines()[0]
+            self._show_message(self.last_error, "#b00020")
+        finally:
+            self._set_buttons_enabled(True)
+            self._busy.release()
+
+    def _show_message(self, text: str, colour: str) -> None:
+        if text:
+            self.message_history.append(text)
+        self.message.value = (f'<div class="specdec-message" style="color:{colour}">{html.escape(text)}</div>'
+                              if text else "")
+
+    def _set_buttons_enabled(self, enabled: bool) -> None:
+        for name in ("generate", "race"):
+            self.controls[name].disabled = not enabled
+
+    # ----- the work (synchronous; the handlers run it in a thread)
+
+    def generate(self) -> GenerationRecord:
+        """Generate with the current settings, streaming coloured steps and counters into the widgets."""
+        choice = self.choice()
+        prompt = check_prompt(choice.prompt)
+        settings = choice.settings()
+        self._show_message(f"Loading {choice.mode} pipeline on {choice.device} (once per setting)…", "#555")
+        loaded = self.cache.for_choice(choice)
+        self._show_message("", "")
+        label = f"{choice.mode} {settings.label} on {choice.device}, {choice.precision}"
+        counters = LiveCounters(k=settings.num_assistant_tokens if choice.mode != "plain" else None)
+        self.last_counters, self.counter_history = counters, []
+        live = LiveText(self.text, lambda ids: loaded.tokenizer.decode(ids, skip_special_tokens=True))
+        started = [time.perf_counter()]
+
+        def on_step(step: list[int]) -> None:
+            counters.add_step(step, time.perf_counter() - started[0])
+            live.add_step(step)
+            self._show_counters(counters, label)
+
+        recorder = StepRecorder(on_step=on_step)
+        started[0] = time.perf_counter()
+        record = run_prompt(loaded, prompt, settings, streamer=recorder)
+        counters.seconds = record.wall_seconds
+        counters.acceptance_reported = record.acceptance_rate
+        counters.finished = True
+        self._show_counters(counters, label)
+        self.last_record = record
+        return record
+
+    def race(self) -> RaceResult:
+        """Plain, then the chosen mode, on the same prompt, one after the other; then both replayed at their pace."""
+        choice = self.choice()
+        prompt = check_prompt(choice.prompt)
+        if choice.mode == "plain":
+            raise ValueError("The race compares plain decoding with speculation: choose the mode "
+                             "'draft model' or 'prompt lookup', then click Race again.")
+        settings = choice.settings()
+        plain_settings = DecodingSettings("plain", max_new_tokens=choice.max_new_tokens)
+        self._show_message("Loading both pipelines (once per setting)…", "#555")
+        plain_pipeline = self.cache.for_choice(choice, "plain")
+        speculative_pipeline = self.cache.for_choice(choice)
+        self._show_message("Running plain, then speculative (not at the same time: on 2 cores they would slow "
+                           "each other)…", "#555")
+        for target in (self.race_plain, self.race_speculative, self.race_result):
+            target.value = ""
+        runs = [timed_run(plain_pipeline, prompt, plain_settings), timed_run(speculative_pipeline, prompt, settings)]
+        self._show_message("", "")
+        decode = lambda ids: plain_pipeline.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+        views = [LiveText(self.race_plain, decode), LiveText(self.race_speculative, decode)]
+        started = time.perf_counter()
+        for moment, index, step in replay_events(runs):
+            delay = moment / self.replay_speed - (time.perf_counter() - started)
+            if delay > 0:
+                time.sleep(delay)
+            views[index].add_step(step)
+        plain, speculative = runs
+        same_count = plain.record.generated_tokens == speculative.record.generated_tokens
+        result = RaceResult(
+            plain=plain, speculative=speculative,
+            speedup=plain.record.wall_seconds / speculative.record.wall_seconds if same_count else None,
+            identical=plain.record.token_ids == speculative.record.token_ids)
+        self.race_result.value = result.as_html()
+        self.last_race = result
+        return result
+
+    def _show_counters(self, counters: LiveCounters, label: str) -> None:
+        self.counters.value = counters.as_html(label)
+        self.counter_history.append(self.counters.value)
+
+
+def _draft_options(pair_name: str) -> list[str]:
+    return [DEFAULT_DRAFT_VARIANT, *sorted(PAIRS[pair_name].alternative_drafts)]
+
+
+def build_playground(device: Any, *, prompt: str = DEFAULT_PROMPT, pair: str = "offline", mode: str = "draft model",
+                     k: int = 3, threshold: float = 0.0, precision: str = "f32", max_new_tokens: int = 32,
+                     cache: PipelineCache | None = None) -> Playground:
+    """The playground's widgets wired to their handlers. device: a Dropdown (utils.device_picker.device_picker())."""
+    import ipywidgets as widgets
+
+    if mode not in MODE_LABELS:
+        raise ValueError(f"mode must be one of {list(MODE_LABELS)}, got {mode!r}.")
+    wide = widgets.Layout(width="95%")
+    style = {"description_width": "9em"}
+    controls = {
+        "prompt": widgets.Textarea(value=prompt, description="Prompt:", layout=widgets.Layout(width="95%",
+                                   height="4em"), style=style),
+        "pair": widgets.Dropdown(options=list(PAIRS), value=pair, description="Pair:", style=style),
+        "draft": widgets.Dropdown(options=_draft_options(pair), value=DEFAULT_DRAFT_VARIANT,
+                                  description="Draft variant:", style=style),
+        "mode": widgets.ToggleButtons(options=list(MODE_LABELS), value=mode, description="Mode:", style=style),
+        "k": widgets.IntSlider(value=k, min=1, max=10, description="K (draft tokens):", style=style),
+        "threshold": widgets.FloatSlider(value=threshold, min=0.0, max=0.95, step=0.05, style=style,
+                                         description="Threshold:", readout_format=".2f"),
+        "precision": widgets.Dropdown(options=["f32", "default"], value=precision, description="Precision:",
+                                      style=style),
+        "max_new_tokens": widgets.IntSlider(value=max_new_tokens, min=4, max=256, description="New tokens:",
+                                            style=style),
+        "generate": widgets.Button(description="Generate", button_style="primary", icon="play"),
+        "race": widgets.Button(description="Race plain vs speculative", icon="flag-checkered",
+                               layout=widgets.Layout(width="16em")),
+    }
+    for name, control in controls.items():
+        control.add_class(f"specdec-{name.replace('_', '-')}")
+    device.add_class("specdec-device")
+    threshold_note = widgets.HTML("threshold 0 = fixed K; above 0 the draft stops when less sure than that "
+                                  "(draft model only, K is then ignored)")
+
+    def update_variants(change: dict) -> None:
+        controls["draft"].options = _draft_options(change["new"])
+        controls["draft"].value = DEFAULT_DRAFT_VARIANT
+
+    controls["pair"].observe(update_variants, names="value")
+    html_box = lambda name: widgets.HTML(layout=wide).add_class(name)  # noqa: E731
+    message, counters, text = html_box("specdec-message-box"), html_box("specdec-counters"), html_box("specdec-text")
+    race_plain, race_speculative = html_box("specdec-race-plain"), html_box("specdec-race-speculative")
+    race_result = html_box("specdec-race-result-box")
+    column = widgets.Layout(width="50%")
+    race_view = widgets.HBox([
+        widgets.VBox([widgets.HTML("<b>plain</b>"), race_plain], layout=column),
+        widgets.VBox([widgets.HTML("<b>speculative</b> (the chosen mode)"), race_speculative], layout=column)])
+    widget = widgets.VBox([
+        controls["prompt"],
+        widgets.HBox([controls["pair"], controls["draft"], device]),
+        controls["mode"],
+        widgets.HBox([controls["k"], controls["threshold"]]), threshold_note,
+        widgets.HBox([controls["precision"], controls["max_new_tokens"]]),
+        controls["generate"], message, widgets.HTML(legend_html()), counters, text,
+    ]).add_class("specdec-playground")
+    race_widget = widgets.VBox([
+        widgets.HTML("The race uses the settings above (prompt, pair, mode, K, precision, device)."),
+        controls["race"], message, race_view, race_result]).add_class("specdec-race")
+    playground = Playground(controls=controls, device=device, message=message, counters=counters, text=text,
+                            race_plain=race_plain, race_speculative=race_speculative, race_result=race_result,
+                            widget=widget, race_widget=race_widget, cache=cache or PipelineCache())
+    controls["generate"].on_click(playground.on_generate_click)
+    controls["race"].on_click(playground.on_race_click)
+    return playground
+
+
+# --------------------------------------------------------------------------- the formula you can turn
+
+
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """A measured speculative run of the pair: its K, speed-up, and the a and c that explain it."""
+
+    k: int
+    speedup: float
+    acceptance: float
+    cost_ratio: float
+
+
+def measured_points(breakdown_rows: Sequence[dict]) -> list[MeasuredPoint]:
+    """Points from `utils.generation.speculation_breakdown` rows (fixed-K rows with a measured speed-up)."""
+    points = []
+    for row in breakdown_rows:
+        setting = row["setting"]
+        if row["measured speed-up"] is None or row["a (from tok/pass)"] is None or not setting.startswith("K="):
+            continue
+        points.append(MeasuredPoint(k=int(setting.split(",")[0][2:]), speedup=row["measured speed-up"],
+                                    acceptance=row["a (from tok/pass)"], cost_ratio=row["c"]))
+    return points
+
+
+@dataclass
+class FormulaExplorer:
+    """Sliders a, K, c and the image of Leviathan's expected speed-up over K they redraw."""
+
+    acceptance: Any
+    k: Any
+    cost_ratio: Any
+    image: Any
+    summary: Any
+    widget: Any
+    points: list[MeasuredPoint]
+    max_k: int = 10
+    last_curve: list[tuple[int, float]] = field(default_factory=list)
+    redraws: int = 0
+
+    def redraw(self, _change: Any = None) -> None:
+        from matplotlib.figure import Figure
+
+        a, k, c = float(self.acceptance.value), int(self.k.value), float(self.cost_ratio.value)
+        ks = list(range(1, self.max_k + 1))
+        self.last_curve = [(draft_length, predicted_speedup(a, draft_length, c)) for draft_length in ks]
+        figure = Figure(figsize=(7, 3.6), dpi=90)
+        axes = figure.add_subplot()
+        axes.plot(ks, [speedup for _, speedup in self.last_curve], marker="o", label=f"formula: a={a:.2f}, c={c:.2f}")
+        axes.axhline(1.0, color="grey", linestyle="--", label="break-even (1x)")
+        axes.axvline(k, color="#d62728", alpha=0.4, label=f"K={k}")
+        if self.points:
+            axes.scatter([point.k for point in self.points], [point.speedup for point in self.points], color="black",
+                         marker="x", s=60, zorder=3, label="measured here (offline pair)")
+        axes.set_xlabel("K, draft tokens per step")
+        axes.set_ylabel("expected speed-up")
+        axes.set_xticks(ks)
+        axes.legend(fontsize=8, loc="upper right")
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        self.image.value = buffer.getvalue()
+        break_even = break_even_acceptance(k, c)
+        needed = "never pays at this K and c (even a = 1)" if break_even != break_even else \
+            f"pays from a ≥ {break_even:.2f}"
+        self.summary.value = (f'<div class="specdec-formula-summary">At K={k}: expected speed-up '
+                              f"<b>{predicted_speedup(a, k, c):.2f}x</b>; with c={c:.2f} speculation {needed}.</div>")
+        self.redraws += 1
+
+
+def build_formula_explorer(points: Sequence[MeasuredPoint] = (), *, acceptance: float | None = None,
+                           k: int = 3, cost_ratio: float | None = None, max_k: int = 10) -> FormulaExplorer:
+    """Sliders for a, K, c (defaults: the medians of the measured points) that redraw the speed-up curve."""
+    import ipywidgets as widgets
+
+    points = list(points)
+    if acceptance is None:
+        acceptance = statistics.median(point.acceptance for point in points) if points else 0.6
+    if cost_ratio is None:
+        cost_ratio = statistics.median(point.cost_ratio for point in points) if points else 0.5
+    style = {"description_width": "11em"}
+    a_slider = widgets.FloatSlider(value=round(acceptance, 2), min=0.0, max=0.99, step=0.01, style=style,
+                                   description="acceptance a:").add_class("specdec-formula-a")
+    k_slider = widgets.IntSlider(value=k, min=1, max=max_k, description="K:", style=style).add_class(
+        "specdec-formula-k")
+    c_slider = widgets.FloatSlider(value=round(cost_ratio, 2), min=0.0, max=1.5, step=0.01, style=style,
+                                   description="cost ratio c:").add_class("specdec-formula-c")
+    image = widgets.Image(format="png").add_class("specdec-formula-image")
+    summary = widgets.HTML()
+    widget = widgets.VBox([a_slider, k_slider, c_slider, summary, image])
+    explorer = FormulaExplorer(acceptance=a_slider, k=k_slider, cost_ratio=c_slider, image=image, summary=summary,
+                               widget=widget, points=points, max_k=max_k)
+    for slider in (a_slider, k_slider, c_slider):
+        slider.observe(explorer.redraw, names="value")
+    explorer.redraw()
+    return explorer
