@@ -112,11 +112,11 @@ def test_two_builds_at_once_both_end_with_a_complete_folder(tiny_model: Path, tm
     outputs = [process.communicate(timeout=600)[0] for process in (first, second)]
     for process, output in zip((first, second), outputs):
         assert process.returncode == 0, output[-3000:]
+    assert_complete_export(destination)
+    assert temporaries(models) == []
     results = sorted(output.strip().splitlines()[-1] for output in outputs)
     assert results == (["BUILT", "REUSED"] if mode == "ensure_built" else ["BUILT", "BUILT"]), outputs
     assert "Another process is building" in outputs[1]  # the second one waited, and said so
-    assert_complete_export(destination)
-    assert temporaries(models) == []
 
 
 def test_killed_build_leaves_no_orphan_and_the_next_run_leaves_nothing_behind(tiny_model: Path,

@@ -135,7 +135,7 @@ def test_damaged_folder_is_reported_before_openvino_reads_it(offline_pair, tmp_p
             check(folder)
         message = str(error.value)
         assert f"folder {folder} is damaged: {what}." in message
-        assert "Delete it and prepare it again" in message and "python -m utils.offline_pair" in message
+        assert "Delete it and prepare it again" in message and "python3 tutorial.py lab" in message
         assert "\n" not in message
     assert check_model_folder(offline_pair.draft) == offline_pair.draft  # the source is intact
 

@@ -59,8 +59,8 @@ def check_model_folder(folder: Path | str, role: str = "model") -> Path:
     if damaged:
         raise ModelFolderError(
             f"The {role} folder {folder} is damaged: {'; '.join(damaged[:3])}"
-            f"{f' (and {len(damaged) - 3} more)' if len(damaged) > 3 else ''}. Delete it and prepare it again "
-            f"(the offline pair: `python -m utils.offline_pair` rebuilds it). {HOW_TO_GET}")
+            f"{f' (and {len(damaged) - 3} more)' if len(damaged) > 3 else ''}. Delete it and prepare it again. "
+            f"{HOW_TO_GET}")
     return folder
 
 
