@@ -148,7 +148,7 @@ def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | No
             "then log in with `hf auth login`). Check the name in utils/model_catalogue.py.") from None
     except httpx.TransportError as error:  # timeouts, refused or dropped connections
         raise unreachable_error(endpoint, "the Hugging Face hub",
-                                f"a request timed out: {type(error).__name__}") from None
+                                f"a request failed: {type(error).__name__}: {error}") from None
     return Path(destination)
 
 
