@@ -37,9 +37,6 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 GETTING_PAIRS = "01-getting-model-pairs.ipynb"
 SPECULATIVE = "02-speculative-decoding-openvino-genai.ipynb"
 SMALL_RUN = {"MAX_NEW_TOKENS": 8, "PROMPTS_PER_TASK": 1, "REPEATS": 1}
-# Exercise cells that compare against the offline pair's int8 draft: they fail on any other pair
-# (a tokenizer mismatch in 01, no draft variant in 02), which is the notebooks' doing, not the stand-ins'.
-OFFLINE_ONLY_CELLS = {GETTING_PAIRS: "# Solution 2", SPECULATIVE: "# Solution 2"}
 # The first seed article's export, word for word (the output folder is appended).
 SEED_EXPORT_COMMAND = "optimum-cli export openvino --trust-remote-code --weight-format fp16 --model databricks/dolly-v2-3b"
 TEXT_GENERATION_CARD = {"pipeline_tag": "text-generation", "library_name": "transformers",
@@ -122,9 +119,7 @@ def run_notebook(name: str, parameters: dict, environment: dict[str, str], outpu
     import nbformat
     import papermill
 
-    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-    notebook.cells = [cell for cell in notebook.cells
-                      if not (cell.cell_type == "code" and cell.source.startswith(OFFLINE_ONLY_CELLS[name]))]
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)  # every cell runs, exercises included
     with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
         for key in [key for key in os.environ if key not in environment]:
             patch.delenv(key)
