@@ -249,12 +249,15 @@ def test_median_of_runs() -> None:
 def test_summarise_counts_only_comparable_prompts() -> None:
     records = compare_with_plain([
         make_record("plain", "a", wall=2.0), make_record("plain", "b", tokens=[1, 2], wall=5.0),
-        make_record("speculative", "a", wall=1.0, acceptance_rate=0.5),
-        make_record("speculative", "b", tokens=[1, 2, 3], wall=1.0, acceptance_rate=0.7)])
+        make_record("speculative", "a", wall=1.0, tokens_per_step=[1, 3], accepted_tokens=2, draft_tokens=3),
+        make_record("speculative", "b", tokens=[1, 2, 3], wall=1.0, tokens_per_step=[1, 1, 1], accepted_tokens=0,
+                    draft_tokens=5)])
     rows = {row["mode"]: row for row in summarise(records)}
     assert rows["speculative"]["comparable_prompts"] == 1
     assert rows["speculative"]["speedup_vs_plain"] == pytest.approx(2.0)  # prompt b (different count) left out
-    assert rows["speculative"]["mean_acceptance_rate"] == pytest.approx(0.6)
+    assert rows["speculative"]["acceptance_rate"] == pytest.approx(2 / 8)  # pooled, not the mean of 2/3 and 0
+    assert rows["speculative"]["tokens_per_pass"] == pytest.approx((3 + 1 + 1) / 3)  # prefill passes left out
+    assert rows["plain"]["tokens_per_pass"] == 1.0
     assert rows["speculative"]["identical_prompts"] == 1
 
 

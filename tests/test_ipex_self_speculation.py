@@ -371,28 +371,28 @@ def test_summary_rows_match_the_openvino_rows() -> None:
                                stats=ss.read_speculation_stats(ipex_counters()))
     [ipex_row] = ss.summary_rows([comparison], cost_ratio=0.7, precision="bf16")
     assert ipex_row["speed-up"] == pytest.approx(2.0)
-    assert ipex_row["tokens/pass"] == pytest.approx(10 / 4)  # 3 verify steps + the prompt pass
     assert ipex_row["identical to plain"] is True
     openvino = {"cost_ratio": {"int4": 0.6}, "settings": {"num_assistant_tokens": 3}, "records": [
         {"mode": "speculative", "draft": "int4", "setting": "K=3", "prompt_id": "p", "input_tokens": 3,
          "generated_tokens": 10, "speedup_vs_plain": 1.1, "acceptance_rate": 0.8, "main_passes": 4,
+         "tokens_per_step": [1, 4, 3, 2],
          "identical_to_plain": True, "first_difference": None, "precision": "f32"}]}
     [openvino_row] = openvino_summary_rows(openvino)
     assert list(ipex_row) == list(openvino_row)
-    assert ipex_row["k"] == 3 and ipex_row["tokens/step"] == pytest.approx(2.0)
-    assert openvino_row["k"] == 3 and openvino_row["tokens/step"] == pytest.approx(9 / 3)
+    assert ipex_row["k"] == 3 and ipex_row["tokens/pass"] == pytest.approx(2.0)
+    assert openvino_row["k"] == 3 and openvino_row["tokens/pass"] == pytest.approx(9 / 3)  # prefill pass left out
 
 
 def test_formula_check_recovers_the_prediction_it_is_fed() -> None:
     from utils.speedup_model import expected_tokens_per_pass, predicted_speedup
 
-    row = {"backend": "b", "draft": "d", "prompt": "p", "k": 4, "tokens/step": expected_tokens_per_pass(0.7, 4),
+    row = {"backend": "b", "draft": "d", "prompt": "p", "k": 4, "tokens/pass": expected_tokens_per_pass(0.7, 4),
            "cost ratio c": 0.5, "speed-up (CPU time)": 1.1, "speed-up": 1.2}
     [checked] = ss.formula_check([row])
     assert checked["a"] == pytest.approx(0.7, abs=1e-6)
     assert checked["predicted"] == pytest.approx(predicted_speedup(0.7, 4, 0.5))
     assert checked["measured (CPU time)"] == 1.1 and checked["measured (wall)"] == 1.2
-    [clamped] = ss.formula_check([{**row, "tokens/step": 6.5}])  # more than k + 1: IPEX-LLM's k varies per step
+    [clamped] = ss.formula_check([{**row, "tokens/pass": 6.5}])  # more than k + 1: IPEX-LLM's k varies per step
     assert clamped["a"] == pytest.approx(1.0, abs=1e-6)
     assert checked["predicted (measured passes)"] is None
     cost = {"backend": "b", "draft": "d", "prompt": "p", "verify pass / plain step": 1.0, "draft pass / plain step": 0.5}

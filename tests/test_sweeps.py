@@ -100,7 +100,7 @@ def fake_records(point, prompts) -> list[GenerationRecord]:
     k = point.settings.num_assistant_tokens or 1
     out = []
     for prompt in prompts:
-        steps = [1] + [k + 1] * 3 + [1]
+        steps = [1] + [k + 1] * 4  # the prefill pass, then every draft token accepted
         out.append(record(mode="plain", setting="greedy", prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0))
         out.append(record(prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0 / (1 + 0.1 * k),
                           speedup_vs_plain=1 + 0.1 * k, identical_to_plain=True, acceptance_rate=0.5,
@@ -161,7 +161,7 @@ def test_sweep_rows_group_by_task_length_and_prompt(fake_pair: ModelPair, monkey
     assert by_length[(2, "short")]["prompts"] == 2 and by_length[(2, "long")]["prompts"] == 1
     overall = {row["value"]: row for row in result.rows()}
     assert overall[4]["speedup"] == pytest.approx(1.4)
-    assert overall[4]["tokens_per_pass"] == 5  # the prefill pass and the last pass are left out
+    assert overall[4]["tokens_per_pass"] == 5  # the prefill pass is left out
     assert overall[4]["per_token_acceptance"] == pytest.approx(1.0, abs=1e-6)
     assert result.best()["all"]["value"] == 4
     assert result.speedup_by_value(prompt_ids=["c1"]) == pytest.approx({2: 1.2, 4: 1.4})
@@ -257,15 +257,15 @@ def test_grids_are_consistent() -> None:
 def test_summary_of_fabricated_records() -> None:
     steps = [1, 3, 2, 4, 1]
     records = [record(speedup_vs_plain=2.0, wall_seconds=1.0, tokens_per_step=steps, identical_to_plain=True,
-                      acceptance_rate=0.5),
+                      accepted_tokens=6, draft_tokens=12),
                record(speedup_vs_plain=None, wall_seconds=5.0, tokens_per_step=[1, 2, 2], identical_to_plain=False,
-                      acceptance_rate=0.7)]
+                      accepted_tokens=2, draft_tokens=4)]
     summary = sweeps.summarise_records(records, draft_length=3)
     assert summary["speedup"] == 2.0  # only the comparable prompt counts
     assert summary["comparable_prompts"] == 1
-    assert summary["tokens_per_pass"] == pytest.approx((3 + 2 + 4 + 2) / 4)
+    assert summary["tokens_per_pass"] == pytest.approx((3 + 2 + 4 + 1 + 2 + 2) / 6)  # prefill passes left out
     assert expected_tokens_per_pass(summary["per_token_acceptance"], 3) == pytest.approx(summary["tokens_per_pass"])
-    assert summary["acceptance_rate"] == pytest.approx(0.6)
+    assert summary["acceptance_rate"] == pytest.approx(8 / 16)  # pooled over the records
     assert summary["identical"] is False
     assert summary["max_tokens_per_pass"] == 4
     assert sweeps.summarise_records(records, draft_length=None)["per_token_acceptance"] is None

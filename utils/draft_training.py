@@ -1200,20 +1200,6 @@ def speedup_verdicts(theory: Sequence[dict], tolerance: float = 0.02, noise: flo
     return sentences
 
 
-def per_token_acceptance(record: Any, draft_length: int) -> float | None:
-    """Leviathan's per-token acceptance `a` that explains a speculative run's tokens per main pass.
-
-    The prefill pass (which yields one token) is left out.
-    """
-    from utils.speedup_model import acceptance_from_tokens_per_pass
-
-    steps = (record.tokens_per_step or [])[1:]
-    if not steps:
-        return None
-    tokens_per_pass = min(max(sum(steps) / len(steps), 1.0), draft_length + 1.0)
-    return acceptance_from_tokens_per_pass(tokens_per_pass, draft_length)
-
-
 def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any], draft_lengths: Sequence[int],
                         device: str = "CPU", max_new_tokens: int = 64, repeats: int = 2, precision: str = "f32",
                         progress: Callable[[str], None] | None = None) -> tuple[list[dict], list]:
@@ -1221,13 +1207,12 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
 
     Returns one row per K - the measured speed-up over the prompts whose token
     counts matched plain decoding ("speedup"), the per-token acceptance `a`
-    explaining its tokens per main pass ("per_token_acceptance"), GenAI's own
-    acceptance rate, and how many prompts gave output identical to plain
-    decoding - in the shape `utils.autotune.theory_rows` takes ("value" = K),
+    explaining its tokens per main pass ("per_token_acceptance"), the acceptance
+    rate from GenAI's counters (both pooled over prompts, `utils.decoding_metrics`),
+    and how many prompts gave output identical to plain decoding - in the shape `utils.autotune.theory_rows` takes ("value" = K),
     and the compared records.
     """
-    import statistics
-
+    from utils.decoding_metrics import per_token_acceptance as per_token_acceptance_for
     from utils.generation import (DecodingSettings, compare_with_plain, load_pipeline, measure_side_by_side,
                                   summarise)
 
@@ -1245,12 +1230,10 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
     for k in draft_lengths:
         label = f"K={k}"
         group = [record for record in records if record.mode == "speculative" and record.setting == label]
-        acceptances = [a for a in (per_token_acceptance(record, k) for record in group) if a is not None]
-        genai_rates = [record.acceptance_rate for record in group if record.acceptance_rate is not None]
         rows.append({
             "value": k, "K": k, "speedup": summary[label]["speedup_vs_plain"],
-            "per_token_acceptance": statistics.mean(acceptances) if acceptances else None,
-            "genai_acceptance_rate": statistics.mean(genai_rates) if genai_rates else None,
+            "per_token_acceptance": per_token_acceptance_for(summary[label]["tokens_per_pass"], k),
+            "genai_acceptance_rate": summary[label]["acceptance_rate"],
             "tokens_per_pass": summary[label]["tokens_per_pass"],
             "identical_prompts": summary[label]["identical_prompts"], "prompts": len(group),
             "comparable_prompts": summary[label]["comparable_prompts"],

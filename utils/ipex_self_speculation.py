@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from utils import decoding_metrics
 from utils.paths import REPO_ROOT
 from utils.text_compare import first_divergence
 
@@ -259,8 +260,9 @@ class SpeculationStats:
     """What IPEX-LLM recorded about its last speculative `generate` call (reset on every call).
 
     drafted_per_step[i]: tokens the INT4 draft proposed in verify step i.
-    tokens_per_step[i]: tokens step i added (accepted drafts + the main model's own token).
-    Times in seconds.
+    tokens_per_step[i]: tokens step i added (accepted drafts + the main model's own token),
+    IPEX-LLM's ``accept_num`` (the prefill pass is not in it). Times in seconds.
+    Acceptance and tokens per pass follow `utils.decoding_metrics`.
     """
 
     drafted: int
@@ -283,11 +285,17 @@ class SpeculationStats:
     @property
     def acceptance_rate(self) -> float:
         """Accepted / drafted tokens: the fraction of the draft's proposals the main model kept."""
-        return self.accepted / self.drafted if self.drafted else 0.0
+        return decoding_metrics.acceptance_rate(self.accepted, self.drafted) or 0.0
+
+    @property
+    def main_pass_steps(self) -> list[int]:
+        """Tokens per main-model pass, the prefill pass first, cut to the generated tokens."""
+        return decoding_metrics.ipex_llm_steps(self.tokens_per_step, self.generated_tokens)
 
     @property
     def mean_tokens_per_step(self) -> float:
-        return statistics.mean(self.tokens_per_step) if self.tokens_per_step else 0.0
+        """Mean tokens per verification pass (`utils.decoding_metrics.tokens_per_main_pass`)."""
+        return decoding_metrics.tokens_per_main_pass(self.main_pass_steps) or 0.0
 
     @property
     def mean_drafted_per_step(self) -> float:
@@ -725,9 +733,8 @@ def summary_rows(comparisons: Sequence[Comparison], cost_ratio: float | None, pr
         "speed-up": comparison.speedup,
         "speed-up (CPU time)": comparison.speedup_cpu,
         "acceptance": comparison.acceptance_rate,
-        "tokens/pass": comparison.speculative_tokens / (comparison.stats.steps + 1) if comparison.stats else None,
         "k": max(1, round(comparison.drafted_per_step)),
-        "tokens/step": comparison.tokens_per_step,
+        "tokens/pass": comparison.tokens_per_step,
         "identical to plain": comparison.first_divergence is None,
         "first difference": comparison.first_divergence,
         "cost ratio c": cost_ratio,
@@ -749,8 +756,8 @@ def step_costs(comparisons: Sequence[Comparison]) -> list[dict]:
             "backend": "IPEX-LLM",
             "draft": "INT4 copy",
             "prompt": comparison.prompt_id,
-            "verify pass / plain step": comparison.verify_ms_per_step / plain_ms,
-            "draft pass / plain step": comparison.draft_ms_per_token / plain_ms,
+            "verify pass / plain step": decoding_metrics.verification_cost(comparison.verify_ms_per_step, plain_ms),
+            "draft pass / plain step": decoding_metrics.cost_ratio(comparison.draft_ms_per_token, plain_ms),
         })
     return rows
 
@@ -758,30 +765,28 @@ def step_costs(comparisons: Sequence[Comparison]) -> list[dict]:
 def formula_check(rows: Sequence[dict], costs: Sequence[dict] = ()) -> list[dict]:
     """Leviathan's predicted speed-up beside the measured ones, for side-by-side rows of either backend.
 
-    Each row needs ``k`` (tokens drafted per verify step), ``tokens/step``
-    (tokens each verify step produced) and ``cost ratio c``. The per-token
-    acceptance ``a`` is the one that explains the measured tokens per step
-    with that k (`utils.speedup_model.acceptance_from_tokens_per_pass`).
+    Each row needs ``k`` (tokens drafted per verify step), ``tokens/pass``
+    (tokens per verification pass) and ``cost ratio c``. The per-token
+    acceptance ``a`` is the one that explains the measured tokens per pass
+    with that k (`utils.decoding_metrics.per_token_acceptance`).
     "predicted" assumes a verify pass costs one plain step and a draft pass c;
     when `costs` (from `step_costs` / `ov_self_speculation.pipeline_step_costs`)
     has the row's measured pass costs, "predicted (measured passes)" uses those.
     """
-    from utils.speedup_model import (acceptance_from_tokens_per_pass, predicted_speedup,
-                                     predicted_speedup_with_step_times)
+    from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
     by_run = {(cost["backend"], cost["draft"], cost["prompt"]): cost for cost in costs}
     checked = []
     for row in rows:
         draft_length, cost_ratio = row["k"], row["cost ratio c"]
-        tokens = min(max(row["tokens/step"], 1.0), draft_length + 1.0)
-        acceptance = acceptance_from_tokens_per_pass(tokens, draft_length)
+        acceptance = decoding_metrics.per_token_acceptance(row["tokens/pass"], draft_length)
         cost = by_run.get((row["backend"], row["draft"], row["prompt"]))
         checked.append({
             "backend": row["backend"],
             "draft": row["draft"],
             "prompt": row["prompt"],
             "k": draft_length,
-            "tokens/step": row["tokens/step"],
+            "tokens/pass": row["tokens/pass"],
             "a": acceptance,
             "c": cost_ratio,
             "predicted": predicted_speedup(acceptance, draft_length, cost_ratio),

@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from utils import decoding_metrics
 from utils.generation import (
     DecodingSettings,
     GenerationRecord,
@@ -53,7 +54,6 @@ from utils.generation import (
 from utils.model_catalogue import ModelPair, ModelSpec
 from utils.paths import REPO_ROOT, build_dir
 from utils.prompts import Prompt, as_prompt, select_prompts
-from utils.speedup_model import acceptance_from_tokens_per_pass
 
 CACHE_VERSION = 3  # 2: pipelines compute token probabilities (request_token_probabilities); 3: VmHWM
 CACHE_FOLDER_NAME = "sweep-cache"
@@ -402,12 +402,6 @@ def _records_or_none(stored: Any) -> list[GenerationRecord] | None:
         return None
 
 
-def _verification_steps(record: GenerationRecord) -> list[int]:
-    """Tokens per verification pass, without the prefill pass and the last (possibly truncated) pass."""
-    steps = record.tokens_per_step or []
-    return list(steps[1:-1])
-
-
 def _group_of(record: GenerationRecord, by: str | None, lengths: dict[str, str]) -> str:
     if by is None:
         return "all"
@@ -424,20 +418,20 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     """Speed-up, acceptance and tokens per pass over compared candidate records (one group).
 
     speedup: total plain time / total time over the prompts whose token counts
-    matched plain (None if none did). acceptance_rate: mean of GenAI's draft
-    acceptance rate. tokens_per_pass: mean tokens per verification pass (the
-    prefill pass and the last, possibly truncated, pass left out).
-    per_token_acceptance: Leviathan's a that explains tokens_per_pass at K.
+    matched plain (None if none did). acceptance_rate, tokens_per_pass and
+    per_token_acceptance (Leviathan's a that explains tokens_per_pass at K) are
+    `utils.decoding_metrics`' definitions, pooled over the records.
     """
     comparable = [record for record in records if record.speedup_vs_plain is not None]
     plain_seconds = sum(record.wall_seconds * record.speedup_vs_plain for record in comparable)
     seconds = sum(record.wall_seconds for record in comparable)
-    acceptance = [record.acceptance_rate for record in records if record.acceptance_rate is not None]
-    steps = [step for record in records for step in _verification_steps(record)]
-    tokens_per_pass = statistics.mean(steps) if steps else None
-    per_token = None
-    if tokens_per_pass is not None and draft_length:
-        per_token = acceptance_from_tokens_per_pass(min(max(tokens_per_pass, 1.0), draft_length + 1.0), draft_length)
+    counted = [record for record in records if record.draft_tokens is not None]
+    acceptance = decoding_metrics.acceptance_rate(sum(record.accepted_tokens for record in counted),
+                                                  sum(record.draft_tokens for record in counted)) if counted else None
+    runs = [record.tokens_per_step for record in records if record.tokens_per_step]
+    steps = [step for run in runs for step in decoding_metrics.verification_steps(run)]
+    tokens_per_pass = decoding_metrics.pooled_tokens_per_main_pass(runs)
+    per_token = decoding_metrics.per_token_acceptance(tokens_per_pass, draft_length) if draft_length else None
     main_ms = [record.main_model_metrics["inference_ms"] / record.main_model_metrics["passes"]
                for record in records if record.main_model_metrics and record.main_model_metrics.get("passes")]
     return {
@@ -447,7 +441,7 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
         "plain_seconds": plain_seconds,
         "seconds": seconds,
         "generated_tokens": sum(record.generated_tokens for record in records),
-        "acceptance_rate": statistics.mean(acceptance) if acceptance else None,
+        "acceptance_rate": acceptance,
         "tokens_per_pass": tokens_per_pass,
         "max_tokens_per_pass": max(steps) if steps else None,
         "per_token_acceptance": per_token,

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from utils.decoding_metrics import verification_cost
 from utils.generation import check_main_folder, device_properties
 
 DEFAULT_TOKEN_COUNTS = tuple(range(1, 12))  # K = 0..10 proposals, plus the token they follow
@@ -213,11 +214,14 @@ def step_time_lookup(step_times: Sequence[StepTime]) -> Callable[[int], float]:
 
 
 def relative_step_cost(step_times: Sequence[StepTime]) -> dict[int, float]:
-    """Each token count's median time divided by the one-token step's: 1.0 means 'free' extra tokens."""
+    """Each token count's median time divided by the one-token step's: 1.0 means 'free' extra tokens.
+
+    `utils.decoding_metrics.verification_cost` for every measured token count.
+    """
     by_tokens = {step.tokens: step.median_ms for step in step_times}
     if 1 not in by_tokens:
         raise ValueError("Relative costs need the one-token step (tokens=1) among the measurements.")
-    return {tokens: ms / by_tokens[1] for tokens, ms in sorted(by_tokens.items())}
+    return {tokens: verification_cost(ms, by_tokens[1]) for tokens, ms in sorted(by_tokens.items())}
 
 
 def find_cost_jump(step_times: Sequence[StepTime], factor: float = 1.5) -> int | None:
