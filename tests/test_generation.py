@@ -129,6 +129,7 @@ def test_device_properties() -> None:
     assert device_properties(None) == {} and device_properties("default") == {}
     assert device_properties("f32") == {"INFERENCE_PRECISION_HINT": "f32"}
     assert device_properties("f32", threads=1) == {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
+    assert device_properties("bf16") == {"INFERENCE_PRECISION_HINT": "bf16"}  # sweeps compare draft precisions
     with pytest.raises(SpeculationSetupError, match="precision"):
         device_properties("bf16x")
     with pytest.raises(SpeculationSetupError, match="threads"):
@@ -249,14 +250,14 @@ def test_median_of_runs() -> None:
 def test_summarise_counts_only_comparable_prompts() -> None:
     records = compare_with_plain([
         make_record("plain", "a", wall=2.0), make_record("plain", "b", tokens=[1, 2], wall=5.0),
-        make_record("speculative", "a", wall=1.0, tokens_per_step=[1, 3], accepted_tokens=2, draft_tokens=3),
+        make_record("speculative", "a", wall=1.0, tokens_per_step=[1, 2, 1], accepted_tokens=1, draft_tokens=3),
         make_record("speculative", "b", tokens=[1, 2, 3], wall=1.0, tokens_per_step=[1, 1, 1], accepted_tokens=0,
                     draft_tokens=5)])
     rows = {row["mode"]: row for row in summarise(records)}
     assert rows["speculative"]["comparable_prompts"] == 1
     assert rows["speculative"]["speedup_vs_plain"] == pytest.approx(2.0)  # prompt b (different count) left out
-    assert rows["speculative"]["acceptance_rate"] == pytest.approx(2 / 8)  # pooled, not the mean of 2/3 and 0
-    assert rows["speculative"]["tokens_per_pass"] == pytest.approx((3 + 1 + 1) / 3)  # prefill passes left out
+    assert rows["speculative"]["acceptance_rate"] == pytest.approx(1 / 8)  # pooled, not the mean of 1/3 and 0
+    assert rows["speculative"]["tokens_per_pass"] == pytest.approx((2 + 1) / 2)  # prefill and last passes left out
     assert rows["plain"]["tokens_per_pass"] == 1.0
     assert rows["speculative"]["identical_prompts"] == 1
 

@@ -171,7 +171,7 @@ def test_statistics_are_read_and_derived() -> None:
     assert stats.steps == 3
     assert stats.accepted_per_step == [3, 1, 1]
     assert stats.acceptance_rate == pytest.approx(5 / 9)
-    assert stats.mean_tokens_per_step == pytest.approx(8 / 3)
+    assert stats.mean_tokens_per_step == pytest.approx((4 + 2) / 2)  # the last pass left out
     assert stats.mean_drafted_per_step == pytest.approx(3.0)
     assert stats.draft_seconds_per_token == pytest.approx(0.09 / 9)
     assert stats.verify_seconds_per_step == pytest.approx(0.16 / 3)
@@ -375,12 +375,12 @@ def test_summary_rows_match_the_openvino_rows() -> None:
     openvino = {"cost_ratio": {"int4": 0.6}, "settings": {"num_assistant_tokens": 3}, "records": [
         {"mode": "speculative", "draft": "int4", "setting": "K=3", "prompt_id": "p", "input_tokens": 3,
          "generated_tokens": 10, "speedup_vs_plain": 1.1, "acceptance_rate": 0.8, "main_passes": 4,
-         "tokens_per_step": [1, 4, 3, 2],
+         "tokens_per_step": [1, 4, 2, 2],
          "identical_to_plain": True, "first_difference": None, "precision": "f32"}]}
     [openvino_row] = openvino_summary_rows(openvino)
     assert list(ipex_row) == list(openvino_row)
     assert ipex_row["k"] == 3 and ipex_row["tokens/pass"] == pytest.approx(2.0)
-    assert openvino_row["k"] == 3 and openvino_row["tokens/pass"] == pytest.approx(9 / 3)  # prefill pass left out
+    assert openvino_row["k"] == 3 and openvino_row["tokens/pass"] == pytest.approx(6 / 2)  # prefill and last passes left out
 
 
 def test_formula_check_recovers_the_prediction_it_is_fed() -> None:

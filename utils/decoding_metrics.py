@@ -2,24 +2,27 @@
 
 The input is a run's **steps**: how many tokens each main-model pass yielded,
 in order, the prefill pass first. OpenVINO GenAI hands its streamer exactly one
-call per main-model pass (`utils.step_streamer.StepRecorder.steps`); the prefill
-pass yields one token, every later pass (a *verification* pass) yields the
-draft tokens the main model kept plus one token of its own. IPEX-LLM lists the
+call per main-model pass (`utils.step_streamer.StepRecorder.steps`, the same
+list as the main model's ``raw_metrics.m_batch_sizes`` under greedy decoding).
+The prefill pass yields one token; every later pass (a *verification* pass)
+yields the draft tokens the main model kept plus one token of its own, except
+the **last** pass, which ``max_new_tokens`` or the end-of-sequence token may cut
+short (then it may hold only accepted draft tokens). A *complete* verification
+pass is one that is neither the prefill nor the last pass. IPEX-LLM lists the
 verification passes only (``accept_num``): `ipex_llm_steps` adds the prefill
-pass. Definitions, with n = generated tokens and P = main-model passes:
+pass. Definitions:
 
-* **main passes** P = len(steps), prefill included. OpenVINO GenAI: the number
-  of entries of ``extended_perf_metrics.main_model_metrics.raw_metrics.m_batch_sizes``.
-* **accepted tokens** = n - P: draft tokens the main model kept (every pass
-  yields exactly one token of its own). OpenVINO GenAI:
-  ``extended_perf_metrics.get_num_accepted_tokens()``; IPEX-LLM: ``n_matched``
-  (which, unlike n - P, still counts draft tokens of the last pass that
-  ``max_new_tokens`` or the end-of-sequence token cut off).
-* **tokens per main pass** = (n - s0) / (P - 1), s0 the prefill pass's tokens:
-  mean tokens per *verification* pass, the last (possibly truncated) pass
-  included, the prefill pass left out because it yields one token whatever the
-  draft. This is what Leviathan's (1 - a^(K+1)) / (1 - a) predicts.
-  IPEX-LLM: mean of ``accept_num``.
+* **main passes** P = len(steps), prefill and last pass included (OpenVINO
+  GenAI: ``len(main_model_metrics.raw_metrics.m_batch_sizes)``).
+* **accepted tokens** = sum of (tokens - 1) over the complete verification
+  passes. This is what OpenVINO GenAI 2026.4 reports as
+  ``extended_perf_metrics.get_num_accepted_tokens()`` (measured: it leaves the
+  last pass out too; `tests/test_decoding_metrics.py` checks it on the offline
+  pair). IPEX-LLM's ``n_matched`` also counts the last pass.
+* **tokens per main pass** = mean tokens of the complete verification passes,
+  i.e. 1 + accepted tokens / complete passes: what Leviathan's
+  (1 - a^(K+1)) / (1 - a) predicts. The prefill pass (one token whatever the
+  draft) and the cut-short last pass would bias it low.
 * **acceptance rate** = accepted / drafted: the fraction of proposed draft
   tokens the main model kept, pooled over the run (not a mean of per-pass
   rates). OpenVINO GenAI: get_num_accepted_tokens() / get_num_draft_tokens();
@@ -48,19 +51,18 @@ def main_passes(steps: Sequence[int]) -> int:
     return len(_check_steps(steps))
 
 
-def accepted_tokens(steps: Sequence[int]) -> int:
-    """Draft tokens the main model kept: generated tokens - main passes."""
-    counts = _check_steps(steps)
-    return sum(counts) - len(counts)
-
-
 def verification_steps(steps: Sequence[int]) -> list[int]:
-    """Tokens of each verification pass: the steps without the prefill pass."""
-    return _check_steps(steps)[1:]
+    """Tokens of each complete verification pass: the steps without the prefill pass and the last pass."""
+    return _check_steps(steps)[1:-1]
+
+
+def accepted_tokens(steps: Sequence[int]) -> int:
+    """Draft tokens the main model kept in the complete verification passes."""
+    return sum(count - 1 for count in verification_steps(steps))
 
 
 def tokens_per_main_pass(steps: Sequence[int]) -> float | None:
-    """Mean tokens per verification pass (prefill left out, last pass kept); None without a verification pass."""
+    """Mean tokens per complete verification pass; None if the run had none."""
     verifying = verification_steps(steps)
     return sum(verifying) / len(verifying) if verifying else None
 

@@ -51,6 +51,7 @@ from utils.text_compare import first_divergence
 
 MODES = ("plain", "speculative", "prompt_lookup")
 PRECISIONS = ("default", "f32")
+INFERENCE_PRECISIONS = ("default", "f32", "bf16", "f16")  # what `device_properties` accepts (sweeps compare them)
 BACKENDS = ("continuous_batching", "stateful")
 DEFAULT_NUM_ASSISTANT_TOKENS = 3  # on this project's CPU, verifying K <= 3 costs about one plain step
 DEFAULT_MAX_NGRAM_SIZE = 3
@@ -241,16 +242,16 @@ def check_draft_folder(draft_dir: Path | str, main_dir: Path | str | None = None
 
 
 def device_properties(precision: str | None, threads: int | None = None) -> dict[str, Any]:
-    """OpenVINO properties: "f32" forces f32 inference, "default"/None keeps the device's choice.
+    """OpenVINO properties: "f32" (or "bf16", "f16") forces that inference precision, "default"/None keeps the device's.
 
     threads: CPU inference threads (INFERENCE_NUM_THREADS); None uses all cores.
     One thread gives steadier timings on a small machine that others share.
     """
     properties: dict[str, Any] = {}
-    if precision == "f32":
-        properties["INFERENCE_PRECISION_HINT"] = "f32"
+    if precision in INFERENCE_PRECISIONS and precision != "default":
+        properties["INFERENCE_PRECISION_HINT"] = precision
     elif precision not in (None, "default"):
-        raise SpeculationSetupError(f"precision must be one of {PRECISIONS} or None, got '{precision}'.")
+        raise SpeculationSetupError(f"precision must be one of {INFERENCE_PRECISIONS} or None, got '{precision}'.")
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise SpeculationSetupError(f"threads must be an integer >= 1 or None (all cores), got {threads!r}.")
@@ -332,6 +333,7 @@ def load_pipeline(
     backend: str = "continuous_batching",
     threads: int | None = None,
     max_num_batched_tokens: int | None = None,
+    draft_precision: str | None = None,
 ) -> LoadedPipeline:
     """Build the pipeline for one decoding mode. Inputs are checked before any model is loaded.
 
@@ -340,7 +342,8 @@ def load_pipeline(
     prompt_lookup:  LLMPipeline(main, device, scheduler_config=..., prompt_lookup=True, **props)
 
     `props` comes from `device_properties(precision, threads)` and is applied to
-    main and draft alike. ``backend="stateful"`` (plain only) omits the scheduler config;
+    main and draft alike, unless `draft_precision` gives the draft another one
+    (None = the main model's). ``backend="stateful"`` (plain only) omits the scheduler config;
     `cache_size_gb` and `max_num_batched_tokens` go into it (`make_scheduler_config`).
     """
     if mode not in MODES:
@@ -352,6 +355,7 @@ def load_pipeline(
             f"{mode} decoding always runs on OpenVINO GenAI's continuous-batching backend; backend='stateful' "
             "is for plain decoding only.")
     properties = device_properties(precision, threads)
+    draft_properties = properties if draft_precision is None else device_properties(draft_precision, threads)
     check_single_thread_precision(device, draft_device, precision, threads)
     main_path = check_main_folder(main_dir)
     draft_path: Path | None = None
@@ -371,7 +375,8 @@ def load_pipeline(
     if backend == "continuous_batching":
         arguments["scheduler_config"] = make_scheduler_config(cache_size_gb, max_num_batched_tokens)
     if mode == "speculative":
-        arguments["draft_model"] = openvino_genai.draft_model(str(draft_path), draft_device or device, **properties)
+        arguments["draft_model"] = openvino_genai.draft_model(str(draft_path), draft_device or device,
+                                                              **draft_properties)
     if mode == "prompt_lookup":
         arguments["prompt_lookup"] = True
     started = time.perf_counter()

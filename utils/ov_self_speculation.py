@@ -172,11 +172,8 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     pipeline) after one warm-up per pipeline. The cost ratio c of each draft is
     its plain decode step over the main model's, in CPU time.
     """
-    import openvino_genai
-
     from utils.generation import (DecodingSettings, LoadedPipeline, check_draft_folder, check_main_folder,
-                                  compare_with_plain, device_properties, encode_prompt, make_scheduler_config,
-                                  run_prompt)
+                                  compare_with_plain, encode_prompt, load_pipeline, run_prompt)
     from utils.prompts import LONG_PROMPT_MIN_TOKENS, Prompt
 
     if repeats < 1:
@@ -184,16 +181,10 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     shared = read_prompts(prompts_file)
     main_dir = check_main_folder(main_dir)
     drafts = {name: check_draft_folder(folder, main_dir) for name, folder in drafts.items()}
-    properties = device_properties(precision, threads if threads > 0 else None)
 
     def loaded(mode: str, main: Path, draft: Path | None) -> LoadedPipeline:
-        extra = {"draft_model": openvino_genai.draft_model(str(draft), device, **properties)} if draft else {}
-        started = time.perf_counter()
-        pipeline = openvino_genai.LLMPipeline(str(main), device, scheduler_config=make_scheduler_config(),
-                                              **extra, **properties)
-        return LoadedPipeline(mode=mode, pipeline=pipeline, main_dir=main, draft_dir=draft, device=device,
-                              precision=precision, backend="continuous_batching",
-                              load_seconds=time.perf_counter() - started)
+        return load_pipeline(mode, main, device, draft_dir=draft, precision=precision,
+                             threads=threads if threads > 0 else None)
 
     def timed(pipeline: LoadedPipeline, prompt: Prompt, settings: DecodingSettings) -> tuple[Any, float]:
         started = time.process_time()

@@ -47,6 +47,7 @@ from utils.generation import (
     check_draft_folder,
     check_main_folder,
     compare_with_plain,
+    device_properties,
     load_pipeline,
     make_scheduler_config,
     measure_side_by_side,
@@ -58,7 +59,6 @@ from utils.prompts import Prompt, as_prompt, select_prompts
 CACHE_VERSION = 3  # 2: pipelines compute token probabilities (request_token_probabilities); 3: VmHWM
 CACHE_FOLDER_NAME = "sweep-cache"
 VERSIONED_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers")
-INFERENCE_PRECISIONS = ("default", "f32", "bf16", "f16")
 
 
 # --------------------------------------------------------------------------- disk cache
@@ -159,15 +159,6 @@ def make_cache(use_cache: bool = True, clear_cache: bool = False, folder: Path |
 # --------------------------------------------------------------------------- pipelines
 
 
-def precision_properties(precision: str | None) -> dict[str, str]:
-    """OpenVINO properties for an inference precision: "default"/None keeps the device's choice."""
-    if precision is None or precision == "default":
-        return {}
-    if precision not in INFERENCE_PRECISIONS:
-        raise SpeculationSetupError(f"precision must be one of {INFERENCE_PRECISIONS}, got '{precision}'.")
-    return {"INFERENCE_PRECISION_HINT": precision}
-
-
 @dataclass(frozen=True)
 class PipelineSpec:
     """Which pipeline a sweep point runs on.
@@ -189,8 +180,8 @@ class PipelineSpec:
     max_num_batched_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        precision_properties(self.main_precision)
-        precision_properties(self.draft_precision)
+        device_properties(self.main_precision)
+        device_properties(self.draft_precision)
         if self.mode != "speculative" and (self.draft_variant is not None or self.draft_precision is not None):
             raise SpeculationSetupError(f"A {self.mode} pipeline has no draft: leave draft_variant/draft_precision None.")
 
@@ -231,31 +222,12 @@ def request_token_probabilities(loaded: LoadedPipeline) -> LoadedPipeline:
 
 
 def load_spec_pipeline(pair: ModelPair, spec: PipelineSpec, device: str = "CPU") -> LoadedPipeline:
-    """Build the pipeline `spec` describes; a draft may run at another precision than the main model."""
+    """Build the pipeline `spec` describes (`utils.generation.load_pipeline`), with token probabilities on."""
     draft = spec.draft_spec(pair)
-    same_precision = spec.draft_precision in (None, spec.main_precision)
-    if spec.main_precision in ("default", "f32") and same_precision:
-        return request_token_probabilities(load_pipeline(
-            spec.mode, pair.main.path, device, draft_dir=draft.path if draft else None,
-            precision=spec.main_precision, cache_size_gb=spec.cache_size_gb,
-            max_num_batched_tokens=spec.max_num_batched_tokens))
-    import openvino_genai
-
-    main_path = check_main_folder(pair.main.path)
-    arguments: dict[str, Any] = dict(precision_properties(spec.main_precision))
-    arguments["scheduler_config"] = make_scheduler_config(spec.cache_size_gb, spec.max_num_batched_tokens)
-    draft_path = None
-    if draft is not None:
-        draft_path = check_draft_folder(draft.path, main_path)
-        arguments["draft_model"] = openvino_genai.draft_model(
-            str(draft_path), device, **precision_properties(spec.draft_precision or spec.main_precision))
-    elif spec.mode == "prompt_lookup":
-        arguments["prompt_lookup"] = True
-    started = time.perf_counter()
-    pipeline = openvino_genai.LLMPipeline(str(main_path), device, **arguments)
-    return request_token_probabilities(LoadedPipeline(
-        mode=spec.mode, pipeline=pipeline, main_dir=main_path, draft_dir=draft_path, device=device,
-        precision=spec.main_precision, backend="continuous_batching", load_seconds=time.perf_counter() - started))
+    return request_token_probabilities(load_pipeline(
+        spec.mode, pair.main.path, device, draft_dir=draft.path if draft else None,
+        precision=spec.main_precision, cache_size_gb=spec.cache_size_gb,
+        max_num_batched_tokens=spec.max_num_batched_tokens, draft_precision=spec.draft_precision))
 
 
 class PipelinePool:
