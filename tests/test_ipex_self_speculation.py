@@ -115,13 +115,13 @@ def test_view_of_the_real_folder_keeps_the_tokenizer(offline_pair) -> None:
 # --------------------------------------------------------------------------- recipe and inputs
 
 
-def test_seed_recipe_is_bf16_on_cpu_and_fp16_on_intel_gpu() -> None:
-    assert ss.seed_recipe("cpu") == {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"}
-    assert ss.seed_recipe("xpu") == {"torch_dtype": "float16", "load_in_low_bit": "fp16"}
-    ss.seed_recipe("cpu")["torch_dtype"] = "changed"
-    assert ss.seed_recipe("cpu")["torch_dtype"] == "bfloat16"  # a copy is returned
+def test_article_recipe_is_bf16_on_cpu_and_fp16_on_intel_gpu() -> None:
+    assert ss.article_recipe("cpu") == {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"}
+    assert ss.article_recipe("xpu") == {"torch_dtype": "float16", "load_in_low_bit": "fp16"}
+    ss.article_recipe("cpu")["torch_dtype"] = "changed"
+    assert ss.article_recipe("cpu")["torch_dtype"] == "bfloat16"  # a copy is returned
     with pytest.raises(ss.SelfSpeculationError):
-        ss.seed_recipe("cuda")
+        ss.article_recipe("cuda")
 
 
 @pytest.mark.parametrize("max_new_tokens", [None, 0, -3, 2.5, True])

@@ -122,7 +122,7 @@ def test_run_sweep_measures_once_then_reads_the_cache(fake_pair: ModelPair, monk
     points = sweeps.k_points([1, 2, 4])
     first = sweeps.run_sweep(fake_pair, points, PROMPTS, progress=False)
     assert calls == [[1, 2, 4]]  # one pipeline: measured together, plain once
-    assert first.cached_points == 0
+    assert not any(point.from_cache for point in first.points)
 
     def no_loading(self, spec):
         raise AssertionError("a cached sweep must not load models")
@@ -130,7 +130,7 @@ def test_run_sweep_measures_once_then_reads_the_cache(fake_pair: ModelPair, monk
     monkeypatch.setattr(sweeps.PipelinePool, "get", no_loading)
     again = sweeps.run_sweep(fake_pair, points, PROMPTS, progress=False)
     assert calls == [[1, 2, 4]]
-    assert again.cached_points == 3
+    assert [point.from_cache for point in again.points] == [True, True, True]
     assert [row["speedup"] for row in again.rows()] == pytest.approx([row["speedup"] for row in first.rows()])
 
 

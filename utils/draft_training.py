@@ -21,7 +21,7 @@ atomically, reused when its recipe - settings plus package versions - matches):
 4. **Trim**: the exported graph's output layer is cut to the tokens the data
    uses (others get a logit of -1e4), which makes a draft step much cheaper.
 
-`prepare_draft(settings)` runs them all; `measure_speculation` measures the
+`measure_speculation` measures the
 result against plain decoding. Heavy imports are done inside functions.
 """
 from __future__ import annotations
@@ -1073,82 +1073,6 @@ def prepare_exported_draft(settings: DraftTrainingSettings | str = "quick", forc
     return folders
 
 
-def prepare_draft(settings: DraftTrainingSettings | str = "quick", device: str = "CPU", force: bool = False,
-                  show_progress: bool = True) -> DraftFolders:
-    """All stages (data, training, export, trimming), each reused when already built from the same recipe."""
-    settings = get_settings(settings)
-    prepare_training_data(settings, device=device, force=force, show_progress=show_progress)
-    prepare_trained_draft(settings, force=force, show_progress=show_progress)
-    return prepare_exported_draft(settings, force=force)
-
-
-# --------------------------------------------------------------------------- describing what was built
-
-
-def main_folders(pair_name: str = "offline") -> tuple[Path, Path]:
-    """(OpenVINO folder, Hugging Face folder) of the pair's main model, checked; only the offline pair is supported.
-
-    Training a draft needs the main model's Hugging Face weights (for the
-    embedding projection) and a main model fast enough to write its own
-    training data on this machine: the offline pair's SmolLM2-135M.
-    """
-    if pair_name != "offline":
-        raise DraftTrainingError(
-            f"This notebook trains a draft for the offline pair's main model only, not '{pair_name}': the real pairs "
-            "already have drafts (Phi-3-mini has OpenVINO's FastDraft-50M) and their mains are too slow on 2 CPU cores "
-            "to write enough training data. Set PAIR = \"offline\".")
-    ov_dir, hf_dir = models_dir() / MAIN_OV_FOLDER, models_dir() / MAIN_HF_FOLDER
-    _require_complete(ov_dir, "main model (OpenVINO)")
-    _require_complete(hf_dir, "main model (Hugging Face)")
-    return ov_dir, hf_dir
-
-
-def size_rows(settings: DraftTrainingSettings, main_hf_dir: Path) -> list[dict]:
-    """Weights of the draft and of the main model, by part (computed from the configs, nothing is trained)."""
-    from transformers import AutoConfig
-
-    main_config = AutoConfig.from_pretrained(str(main_hf_dir))
-
-    def parts(config: Any) -> dict:
-        hidden, inner, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or hidden // heads
-        attention = hidden * head_dim * (2 * heads + 2 * config.num_key_value_heads)
-        per_layer = attention + 3 * hidden * inner + 2 * hidden
-        return {"hidden size": hidden, "layers": config.num_hidden_layers,
-                "embeddings (= output layer)": config.vocab_size * hidden,
-                "all layers": per_layer * config.num_hidden_layers,
-                "total": config.vocab_size * hidden + per_layer * config.num_hidden_layers + hidden}
-
-    rows = [{"model": "main (SmolLM2-135M)", **parts(main_config)},
-            {"model": f"draft ({settings.name})", **parts(draft_config(main_config, settings))}]
-    rows[1]["share of main"] = rows[1]["total"] / rows[0]["total"]
-    return rows
-
-
-def example_rows(data: TrainingData, per_task: int = 2, width: int = 110) -> list[dict]:
-    """A few self-written prompts and greedy answers per task type, shortened, for display."""
-    rows, shown = [], {}
-    for sample in data.samples:
-        if sample.kind != "greedy" or shown.get(sample.task, 0) >= per_task:
-            continue
-        shown[sample.task] = shown.get(sample.task, 0) + 1
-        rows.append({"task": sample.task, "opener": sample.opener or "(free)",
-                     "prompt written by the main": _shorten(sample.user_text, width),
-                     "answer tokens": sample.answer_tokens})
-    return rows
-
-
-def _shorten(text: str, width: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[:width - 1] + "…"
-
-
-def benchmark_prompts_in_data(data: TrainingData, prompts: Sequence[Any]) -> list[str]:
-    """Ids of benchmark prompts whose text appears among the training prompts (should be none: held out)."""
-    written = {" ".join(sample.user_text.split()) for sample in data.samples}
-    return [prompt.id for prompt in prompts if " ".join(prompt.text.split()) in written]
-
-
 # --------------------------------------------------------------------------- measuring the draft
 
 
@@ -1162,16 +1086,16 @@ def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: st
     one-token step) see the same background load and can be compared.
     Returns (main StepTimes, {name: draft StepTime}).
     """
-    from utils.verification_cost import _StepTimer, _step_times, _time_interleaved
+    from utils.verification_cost import StepTimer, step_times_from_samples, time_interleaved
 
     counts = sorted(set(int(count) for count in token_counts) | {1})
-    main = _StepTimer(main_dir, device, precision, context_tokens, max(counts))
-    timers = [(main, counts)] + [(_StepTimer(folder, device, precision, context_tokens, 1), [1])
+    main = StepTimer(main_dir, device, precision, context_tokens, max(counts))
+    timers = [(main, counts)] + [(StepTimer(folder, device, precision, context_tokens, 1), [1])
                                  for folder in drafts.values()]
-    samples = _time_interleaved(timers, repeats, warmup=2, progress=None)
-    draft_steps = {name: _step_times(timer, timer_samples)[0]
+    samples = time_interleaved(timers, repeats, warmup=2, progress=None)
+    draft_steps = {name: step_times_from_samples(timer, timer_samples)[0]
                    for name, (timer, _), timer_samples in zip(drafts, timers[1:], samples[1:])}
-    return _step_times(main, samples[0]), draft_steps
+    return step_times_from_samples(main, samples[0]), draft_steps
 
 
 def speedup_verdicts(theory: Sequence[dict], tolerance: float = 0.02, noise: float = 0.15) -> list[str]:

@@ -612,18 +612,6 @@ def measure_side_by_side(
     return measure_runners(runners, prompts, warmup=warmup, repeats=repeats, progress=progress)
 
 
-def measure_prompts(
-    loaded: LoadedPipeline,
-    settings: DecodingSettings,
-    prompts: Sequence[Prompt | str],
-    *,
-    warmup: int = 1,
-    repeats: int = 3,
-) -> list[GenerationRecord]:
-    """`measure_side_by_side` for a single pipeline."""
-    return measure_side_by_side([(loaded, settings)], prompts, warmup=warmup, repeats=repeats)
-
-
 def median_of_runs(runs: Sequence[GenerationRecord]) -> GenerationRecord:
     """The run with the median wall time, annotated with all wall times and output stability.
 

@@ -9,7 +9,7 @@ stops proposing when its top probability falls below ``th_stop_draft`` (or after
 The API, in the order notebook 04 uses it::
 
     view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")
-    recipe = seed_recipe(pick_device())                       # bf16 on CPU, fp16 on XPU
+    recipe = article_recipe(pick_device())                       # bf16 on CPU, fp16 on XPU
     model, tokenizer = load_self_speculative(view, recipe)    # main + INT4 draft
     ids = encode_chat(tokenizer, "Why is the sky blue?")
     run = generate_greedy(model, ids, max_new_tokens=48)      # speculative; run.stats from IPEX-LLM
@@ -17,8 +17,8 @@ The API, in the order notebook 04 uses it::
 
 Only this module's functions that take a model import torch / ipex_llm, and they
 do so inside the function: the module itself imports anywhere (the main venv's
-tests use its pure helpers). Run ``python -m utils.ipex_self_speculation peak-rss``
-in the IPEX-LLM environment to measure a load's peak memory in a fresh process.
+tests use its pure helpers). `measure_peak_rss` measures a load's peak memory in
+a fresh process (`utils.peak_memory`).
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ from utils import decoding_metrics
 from utils.paths import REPO_ROOT
 from utils.text_compare import first_divergence
 
-# The seed article's recipe: bf16 on CPU, fp16 on Intel GPUs ("xpu").
-SEED_RECIPES: dict[str, dict[str, str]] = {
+# The source article's recipe: bf16 on CPU, fp16 on Intel GPUs ("xpu").
+ARTICLE_RECIPES: dict[str, dict[str, str]] = {
     "cpu": {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"},
     "xpu": {"torch_dtype": "float16", "load_in_low_bit": "fp16"},
 }
@@ -159,11 +159,11 @@ def pick_device() -> str:
     return "xpu" if xpu is not None and xpu.is_available() else "cpu"
 
 
-def seed_recipe(device: str) -> dict[str, str]:
-    """The seed article's `from_pretrained` precision settings for a device ('cpu' or 'xpu')."""
-    if device not in SEED_RECIPES:
+def article_recipe(device: str) -> dict[str, str]:
+    """The source article's `from_pretrained` precision settings for a device ('cpu' or 'xpu')."""
+    if device not in ARTICLE_RECIPES:
         raise SelfSpeculationError(f"Unknown device {device!r}: IPEX-LLM runs on 'cpu' or 'xpu' (Intel GPU).")
-    return dict(SEED_RECIPES[device])
+    return dict(ARTICLE_RECIPES[device])
 
 
 def set_threads(threads: int) -> int:
@@ -192,7 +192,7 @@ def load_tokenizer(view: Path | str) -> Any:
 
 
 def load_self_speculative(view: Path | str, recipe: dict[str, str], speculative: bool = True) -> tuple[Any, Any]:
-    """The seed's call, verbatim but for the precision from `recipe`; returns (model, tokenizer).
+    """The source article's call, verbatim but for the precision from `recipe`; returns (model, tokenizer).
 
     ``speculative=True`` also loads the INT4 draft into ``model.draft_model``.
     The device placement (``.to('xpu')``) is done here for Intel GPUs.
@@ -857,15 +857,15 @@ def run_main_python(module_args: Sequence[str], python: Path | str | None = None
 
 def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", max_new_tokens: int = 32,
                      threads: int = 1) -> dict:
-    """Peak resident memory of a fresh process that loads the model and generates once (CLI below)."""
-    arguments = [sys.executable, "-m", "utils.ipex_self_speculation", "peak-rss", "--view", str(view),
-                 "--device", device, "--max-new-tokens", str(max_new_tokens), "--threads", str(threads)]
-    if speculative:
-        arguments.append("--speculative")
-    completed = subprocess.run(arguments, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
-    if completed.returncode != 0:
-        raise RuntimeError(f"peak-rss measurement failed:\n{completed.stderr[-3000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    """Peak resident memory of a fresh process that loads the model and generates once (`load_and_generate`).
+
+    Measured by `utils.peak_memory` (VmHWM of the child itself).
+    """
+    from utils.peak_memory import measure_in_fresh_process
+
+    return measure_in_fresh_process("utils.ipex_self_speculation:load_and_generate", {
+        "view": str(view), "speculative": speculative, "device": device, "max_new_tokens": max_new_tokens,
+        "threads": threads})
 
 
 def weight_bytes(module: Any, exclude_prefix: str = "draft_model.") -> int:
@@ -893,48 +893,24 @@ def streamed_weight_bytes(model: Any) -> int:
     return total
 
 
-def _peak_rss_main(arguments: argparse.Namespace) -> None:
-    import resource
+def load_and_generate(view: str, speculative: bool, device: str, max_new_tokens: int, threads: int) -> dict:
+    """Load the model (with its INT4 draft if `speculative`) and generate once: the work `measure_peak_rss` measures."""
+    from utils.peak_memory import current_rss_bytes
 
-    import psutil
-
-    process = psutil.Process()
-    before = process.memory_info().rss
-    set_threads(arguments.threads)
-    model, tokenizer = load_self_speculative(arguments.view, seed_recipe(arguments.device), arguments.speculative)
-    after_load = process.memory_info().rss
+    set_threads(threads)
+    model, tokenizer = load_self_speculative(view, article_recipe(device), speculative)
+    after_load = current_rss_bytes()
     ids = encode_chat(tokenizer, "Write a short story about a lighthouse keeper.")
-    generate_greedy(model, ids, max_new_tokens=arguments.max_new_tokens, speculative=arguments.speculative)
-    after_generate = process.memory_info().rss
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    result = {
-        "speculative": arguments.speculative,
-        "rss_before_load_mb": before / 1e6,
+    generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=speculative)
+    return {
+        "speculative": speculative,
         "rss_after_load_mb": after_load / 1e6,
-        "rss_after_generate_mb": after_generate / 1e6,
-        "peak_rss_mb": peak / 1e6,
+        "rss_after_generate_mb": current_rss_bytes() / 1e6,
         "main_weights_mb": weight_bytes(model) / 1e6,
-        "draft_weights_mb": weight_bytes(model.draft_model) / 1e6 if arguments.speculative else 0.0,
+        "draft_weights_mb": weight_bytes(model.draft_model) / 1e6 if speculative else 0.0,
     }
-    print(json.dumps(result))
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="IPEX-LLM self-speculation helpers (run in the IPEX-LLM env).")
-    commands = parser.add_subparsers(dest="command", required=True)
-    peak = commands.add_parser("peak-rss", help="load + generate once, print peak RSS as JSON")
-    peak.add_argument("--view", required=True, help="folder made by legacy_model_view()")
-    peak.add_argument("--device", default="cpu", choices=sorted(SEED_RECIPES))
-    peak.add_argument("--speculative", action="store_true")
-    peak.add_argument("--max-new-tokens", type=int, default=32)
-    peak.add_argument("--threads", type=int, default=1)
-    arguments = parser.parse_args(argv)
-    if arguments.command == "peak-rss":
-        _peak_rss_main(arguments)
-
-
-if __name__ == "__main__":
-    main()
 
 
 # --------------------------------------------------------------------------- plots (matplotlib, imported lazily)

@@ -54,6 +54,7 @@ from utils.generation import (
 )
 from utils.model_catalogue import ModelPair, ModelSpec
 from utils.paths import REPO_ROOT, build_dir
+from utils.peak_memory import measure_in_fresh_process
 from utils.prompts import Prompt, as_prompt, select_prompts
 
 CACHE_VERSION = 3  # 2: pipelines compute token probabilities (request_token_probabilities); 3: VmHWM
@@ -493,10 +494,6 @@ class SweepResult:
         """Speed-up over all (or the given) prompts for each swept value."""
         return {row["value"]: row["speedup"] for row in self.rows(None, prompt_ids) if row["speedup"] is not None}
 
-    @property
-    def cached_points(self) -> int:
-        return sum(result.from_cache for result in self.points)
-
 
 def _prompt_key(prompts: Sequence[Prompt]) -> list[list[str]]:
     return [[prompt.id, hashlib.sha256(prompt.text.encode()).hexdigest()[:12]] for prompt in prompts]
@@ -593,6 +590,8 @@ def run_sweep(
     Models are loaded only if some point is not cached. Missing points that run
     on the same pipeline are measured together (`measure_points`: plain decoding
     timed once, everything interleaved); each point is then cached on its own.
+    progress: a tqdm bar over the points (cached ones count at once), with the
+    current run as its postfix.
     """
     if not points:
         raise ValueError("A sweep needs at least one point.")
@@ -610,19 +609,28 @@ def run_sweep(
         results.append(PointResult(point, cached_records, from_cache=True) if cached_records is not None else None)
         if cached_records is None:
             groups.setdefault((point.pipeline, plain_settings_for(point.settings)), []).append(index)
-    runs = sum((1 + len(members)) * len(prompt_list) * repeats for members in groups.values())
-    bar = _progress_bar(runs, name, progress and runs > 0)
+    bar = _progress_bar(len(points), f"{name} (points)", progress)
+    if bar is not None:
+        bar.update(len(points) - sum(len(members) for members in groups.values()))  # read from the cache
     for members in groups.values():
-        def report(message: str) -> None:
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(message.split(": ", 1)[-1][:60])
+        runs = (1 + len(members)) * len(prompt_list) * repeats
+        done = 0
 
+        def report(message: str) -> None:
+            nonlocal done
+            done += 1
+            if bar is not None:
+                bar.set_postfix_str(f"run {done}/{runs}: {message.split(': ', 1)[-1][:50]}")
+
+        if bar is not None:
+            bar.set_postfix_str(f"loading and warming up {points[members[0]].pipeline.label}")
         measured = measure_points(pool, [points[index] for index in members], prompt_list, warmup=warmup,
                                   repeats=repeats, progress=report)
         for index, records in zip(members, measured):
             cache.put(keys[index], [record.as_dict() for record in records])
             results[index] = PointResult(points[index], records)
+        if bar is not None:
+            bar.update(len(members))
     if bar is not None:
         bar.close()
     return SweepResult(name, pair.name, device, [result for result in results if result is not None], prompt_list)
@@ -793,33 +801,23 @@ def batch_exactness(
 # --------------------------------------------------------------------------- memory
 
 
-_MEMORY_PROBE = r"""
-import json, resource, sys, time
-import psutil
-from utils.model_catalogue import get_pair
-from utils.sweeps import PipelineSpec, load_spec_pipeline
-from utils.generation import DecodingSettings
-arguments = json.loads(sys.argv[1])
-process = psutil.Process()
-before = process.memory_info().rss
-spec = PipelineSpec(**arguments["spec"])
-loaded = load_spec_pipeline(get_pair(arguments["pair"]), spec, arguments["device"])
-after_load = process.memory_info().rss
-settings = DecodingSettings(**arguments["settings"])
-config = settings.generation_config(loaded.pipeline.get_generation_config())
-texts = arguments["texts"]
-loaded.pipeline.generate(texts, config)
-after_generate = process.memory_info().rss
-virtual_after_load = process.memory_info().vms
-try:  # VmHWM is this process's own peak; ru_maxrss would include the parent's RSS at fork time
-    status = open("/proc/self/status").read().split("VmHWM:")[1]
-    peak = int(status.split()[0]) * 1024
-except (OSError, IndexError, ValueError):
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print("MEMORY_PROBE " + json.dumps({"rss_start_mb": before / 1e6, "rss_after_load_mb": after_load / 1e6,
-      "virtual_mb": virtual_after_load / 1e6,
-      "rss_after_generate_mb": after_generate / 1e6, "peak_rss_mb": peak / 1e6}))
-"""
+def load_and_generate(pair: str, spec: dict, device: str, settings: dict, texts: list[str]) -> dict:
+    """Load one pipeline and generate for all `texts` at once: the work `measure_memory` runs in a fresh process.
+
+    Returns resident memory after loading (and its virtual size) and after generating, in MB.
+    """
+    from utils.model_catalogue import get_pair
+    from utils.peak_memory import current_rss_bytes
+
+    loaded = load_spec_pipeline(get_pair(pair), PipelineSpec(**spec), device)
+    after_load = current_rss_bytes()
+    import psutil
+
+    virtual_after_load = psutil.Process().memory_info().vms
+    config = DecodingSettings(**settings).generation_config(loaded.pipeline.get_generation_config())
+    loaded.pipeline.generate(texts, config)
+    return {"rss_after_load_mb": after_load / 1e6, "virtual_mb": virtual_after_load / 1e6,
+            "rss_after_generate_mb": current_rss_bytes() / 1e6}
 
 
 def measure_memory(
@@ -835,9 +833,10 @@ def measure_memory(
 ) -> list[dict]:
     """Peak resident memory of each pipeline, each in a fresh Python process (peak RSS only grows).
 
-    The child loads the pipeline, generates for all `prompts` at once with the
-    settings for its mode, and reports RSS after loading, after generating and
-    its peak. Rows also carry the models' weight sizes on disk.
+    The child (`utils.peak_memory.measure_in_fresh_process` running
+    `load_and_generate`) loads the pipeline, generates for all `prompts` at once
+    with the settings for its mode, and reports RSS after loading, after
+    generating and its peak (VmHWM). Rows also carry the models' weight sizes on disk.
     """
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
     check_pair_ready(pair, [SweepPoint("memory", 0, settings_by_mode[spec.mode], spec) for spec in specs])
@@ -852,14 +851,7 @@ def measure_memory(
                      "texts": [prompt.text for prompt in prompt_list]}
 
         def probe() -> dict:
-            environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-            completed = subprocess.run([sys.executable, "-c", _MEMORY_PROBE, json.dumps(arguments)], cwd=REPO_ROOT,
-                                       env=environment, capture_output=True, text=True, timeout=timeout_seconds)
-            lines = [line for line in completed.stdout.splitlines() if line.startswith("MEMORY_PROBE ")]
-            if completed.returncode != 0 or not lines:
-                raise RuntimeError(f"The memory probe for {spec.label} failed:\n{completed.stderr[-2000:]}")
-            return json.loads(lines[-1].split(" ", 1)[1])
+            return measure_in_fresh_process("utils.sweeps:load_and_generate", arguments, timeout=timeout_seconds)
 
         if bar is not None:
             bar.set_postfix_str(spec.label)
