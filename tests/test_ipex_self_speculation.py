@@ -146,12 +146,10 @@ def test_one_dimensional_ids_are_refused() -> None:
     ({"num_assistant_tokens": 3}, "Unknown draft option"),
 ])
 def test_bad_draft_options_are_refused(options: dict, message: str) -> None:
+    ids, good = torch.zeros(1, 4, dtype=torch.long), {"th_stop_draft": 0.6, "max_step_draft": 4}
+    ss.check_generate_inputs(ids, 8, good)  # the same call with good options passes: the bad option is the cause
     with pytest.raises(ss.SelfSpeculationError, match=message):
-        ss.check_generate_inputs(torch.zeros(1, 4, dtype=torch.long), 8, options)
-
-
-def test_good_inputs_pass() -> None:
-    ss.check_generate_inputs(torch.zeros(1, 4, dtype=torch.long), 8, {"th_stop_draft": 0.6, "max_step_draft": 4})
+        ss.check_generate_inputs(ids, 8, {**good, **options})
 
 
 # --------------------------------------------------------------------------- statistics
@@ -281,14 +279,30 @@ def test_speedup_is_per_generated_token() -> None:
     assert comparison.speedup_cpu == pytest.approx(4.0)
 
 
-def test_runs_record_wall_and_cpu_time() -> None:
-    model = FakeSelfSpeculativeModel(plain=[1, 2], speculative=[1, 2])
+class SlowFakeModel(FakeSelfSpeculativeModel):
+    """A fake whose plain calls burn 0.1 s of CPU and speculative calls sleep 0.2 s (wall time, no CPU)."""
+
+    def generate(self, *args, **kwargs):
+        import time
+
+        if hasattr(self, "draft_model"):
+            time.sleep(0.2)
+        else:
+            started = time.process_time()
+            while time.process_time() - started < 0.1:
+                pass
+        return super().generate(*args, **kwargs)
+
+
+def test_runs_record_wall_and_cpu_time_separately() -> None:
+    model = SlowFakeModel(plain=[1, 2], speculative=[1, 2])
     run = ss.generate_greedy(model, torch.tensor([[1]]), max_new_tokens=2)
-    assert run.seconds >= 0 and 0 <= run.cpu_seconds < 5
+    assert run.seconds >= 0.2 and run.cpu_seconds < 0.1  # sleeping takes wall time, not CPU time
     [comparison] = ss.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
                                                     repeats=1)
-    assert comparison.plain_cpu_seconds >= 0 and comparison.speculative_cpu_seconds >= 0
-    assert "speed-up (CPU time)" in comparison.row()
+    assert comparison.plain_cpu_seconds >= 0.1 and comparison.speculative_cpu_seconds < 0.1
+    assert comparison.speculative_seconds >= 0.2
+    assert comparison.speedup_cpu > 10  # by CPU time the sleeping speculative run is nearly free
 
 
 def test_unknown_clock_is_refused() -> None:

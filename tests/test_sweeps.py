@@ -405,7 +405,36 @@ def test_plots_recommendations_and_figures_of_a_fake_sweep(fake_pair: ModelPair,
         "theory": tuning_plots.plot_theory(theory),
         "autotune": tuning_plots.plot_autotune(k_sweep.speedup_by_value(), tuned),
     }
-    monkeypatch.setenv("SPECDEC_FIGURES_DIR", str(tmp_path / "figures"))
+    expected = {  # each figure must draw these numbers (bar heights/widths, line or marker positions)
+        "sweep": [row["speedup"] for row in k_sweep.rows(by="length")],
+        "drafts": [row["speedup"] for row in k_sweep.rows()],
+        "load": [10.0, 12.0, 6.0],
+        "steps": [11.0, 12.0, 13.0, 14.0, 15.0, 2.0],
+        "memory": [100.0, 200.0],
+        "theory": [row["measured"] for row in theory] + [row["with_verification_cost"] for row in theory],
+        "autotune": list(k_sweep.speedup_by_value().values()),
+    }
     for name, figure in figures.items():
-        assert save_figure(figure, f"05-{name}").resolve() == tmp_path.resolve() / "figures" / f"05-{name}.png"
-        assert (tmp_path / "figures" / f"05-{name}.png").stat().st_size > 1000
+        drawn = plotted_values(figure)
+        missing = [value for value in expected[name] if not any(abs(value - seen) < 1e-6 for seen in drawn)]
+        assert not missing, f"{name} does not draw {missing}"
+    monkeypatch.setenv("SPECDEC_FIGURES_DIR", str(tmp_path / "figures"))
+    assert save_figure(figures["sweep"], "05-sweep").resolve() == tmp_path.resolve() / "figures" / "05-sweep.png"
+    assert (tmp_path / "figures" / "05-sweep.png").is_file()
+
+
+def plotted_values(figure) -> list[float]:
+    """Every number a matplotlib figure draws: line and marker coordinates, bar heights and widths."""
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    values: list[float] = []
+    for axis in figure.axes:
+        for line in axis.get_lines():
+            values += [float(v) for v in np.ravel(line.get_xdata())] + [float(v) for v in np.ravel(line.get_ydata())]
+        for patch in axis.patches:
+            if isinstance(patch, Rectangle):
+                values += [float(patch.get_height()), float(patch.get_width())]
+        for collection in axis.collections:
+            values += [float(v) for v in np.ravel(collection.get_offsets())]
+    return values
