@@ -656,7 +656,6 @@ def expand_vocabulary(compact: Any, subset: VocabularySubset, initial_embeddings
     Tokens the data never used keep their initial (projected) embedding,
     scaled by `settings.unused_token_scale` so that they rarely win the draft's argmax.
     """
-    import torch
     from transformers import LlamaForCausalLM
 
     full = LlamaForCausalLM(draft_config(main_config, settings, vocab_size=subset.vocab_size))

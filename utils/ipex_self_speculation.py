@@ -22,12 +22,10 @@ a fresh process (`utils.peak_memory`).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence

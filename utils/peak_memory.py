@@ -26,7 +26,6 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from utils.paths import REPO_ROOT
 

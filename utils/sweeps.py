@@ -27,10 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -53,7 +50,7 @@ from utils.generation import (
     measure_side_by_side,
 )
 from utils.model_catalogue import ModelPair, ModelSpec
-from utils.paths import REPO_ROOT, build_dir
+from utils.paths import build_dir
 from utils.peak_memory import measure_in_fresh_process
 from utils.prompts import Prompt, as_prompt, select_prompts
 
