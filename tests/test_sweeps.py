@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from utils import sweeps
+from utils import result_cache, sweeps
 from utils.figures import save_figure
 from utils.generation import DecodingSettings, GenerationRecord, SpeculationSetupError
 from utils.model_catalogue import ModelPair, ModelSpec, get_pair
@@ -63,13 +63,13 @@ def test_corrupt_cache_file_is_measured_again(tmp_path: Path) -> None:
 
 def test_make_cache_can_clear_first(tmp_path: Path) -> None:
     sweeps.ResultCache(tmp_path).put({"kind": "x"}, 1)
-    assert sweeps.make_cache(folder=tmp_path).get({"kind": "x"}) == 1
-    assert sweeps.make_cache(folder=tmp_path, clear_cache=True).get({"kind": "x"}) is None
+    assert result_cache.make_cache(folder=tmp_path).get({"kind": "x"}) == 1
+    assert result_cache.make_cache(folder=tmp_path, clear_cache=True).get({"kind": "x"}) is None
 
 
 def test_default_cache_lives_in_the_build_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECDEC_BUILD_DIR", str(tmp_path))
-    assert sweeps.ResultCache().folder == tmp_path / sweeps.CACHE_FOLDER_NAME
+    assert sweeps.ResultCache().folder == tmp_path / result_cache.CACHE_FOLDER_NAME
 
 
 # --------------------------------------------------------------------------- a fake pair on disk

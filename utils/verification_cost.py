@@ -143,7 +143,7 @@ def _check_timing_arguments(context_tokens: int, repeats: int) -> None:
         raise ValueError(f"repeats must be >= 1, got {repeats}.")
 
 
-def measure_pairstep_times_from_samples(
+def measure_pair_step_times(
     main_dir: Path | str,
     draft_dir: Path | str,
     device: str = "CPU",
