@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from figure_data import plotted_values
 from utils import result_cache, sweeps
 from utils.figures import save_figure
 from utils.generation import DecodingSettings, GenerationRecord, SpeculationSetupError
@@ -421,20 +422,3 @@ def test_plots_recommendations_and_figures_of_a_fake_sweep(fake_pair: ModelPair,
     monkeypatch.setenv("SPECDEC_FIGURES_DIR", str(tmp_path / "figures"))
     assert save_figure(figures["sweep"], "05-sweep").resolve() == tmp_path.resolve() / "figures" / "05-sweep.png"
     assert (tmp_path / "figures" / "05-sweep.png").is_file()
-
-
-def plotted_values(figure) -> list[float]:
-    """Every number a matplotlib figure draws: line and marker coordinates, bar heights and widths."""
-    import numpy as np
-    from matplotlib.patches import Rectangle
-
-    values: list[float] = []
-    for axis in figure.axes:
-        for line in axis.get_lines():
-            values += [float(v) for v in np.ravel(line.get_xdata())] + [float(v) for v in np.ravel(line.get_ydata())]
-        for patch in axis.patches:
-            if isinstance(patch, Rectangle):
-                values += [float(patch.get_height()), float(patch.get_width())]
-        for collection in axis.collections:
-            values += [float(v) for v in np.ravel(collection.get_offsets())]
-    return values
