@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from utils import ipex_legacy_view as lv
 from utils import ipex_self_speculation as ss
 from utils.ov_self_speculation import summary_rows as openvino_summary_rows
 
@@ -23,37 +24,37 @@ from utils.ov_self_speculation import summary_rows as openvino_summary_rows
 def test_legacy_config_lifts_rope_theta_and_dtype() -> None:
     config = {"model_type": "llama", "dtype": "float32",
               "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}
-    fixed = ss.legacy_config(config)
+    fixed = lv.legacy_config(config)
     assert fixed["rope_theta"] == 100000.0
     assert fixed["torch_dtype"] == "float32"
     assert "rope_theta" not in config  # the input is not modified
 
 
 def test_legacy_config_keeps_an_explicit_rope_theta() -> None:
-    fixed = ss.legacy_config({"rope_theta": 500000.0, "rope_parameters": {"rope_theta": 1.0}})
+    fixed = lv.legacy_config({"rope_theta": 500000.0, "rope_parameters": {"rope_theta": 1.0}})
     assert fixed["rope_theta"] == 500000.0
 
 
 def test_legacy_config_refuses_rope_scaling_it_cannot_translate() -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="RoPE type"):
-        ss.legacy_config({"rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn"}})
+    with pytest.raises(lv.LegacyViewError, match="RoPE type"):
+        lv.legacy_config({"rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn"}})
 
 
 def test_legacy_tokenizer_json_writes_old_merge_format() -> None:
     tokenizer = {"model": {"type": "BPE", "merges": [["Ġ", "t"], "i n"], "ignore_merges": False, "vocab": {}}}
-    fixed = ss.legacy_tokenizer_json(tokenizer)
+    fixed = lv.legacy_tokenizer_json(tokenizer)
     assert fixed["model"]["merges"] == ["Ġ t", "i n"]
     assert "ignore_merges" not in fixed["model"]
     assert tokenizer["model"]["merges"][0] == ["Ġ", "t"]  # the input is not modified
 
 
 def test_legacy_tokenizer_json_refuses_merges_with_spaces() -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="space"):
-        ss.legacy_tokenizer_json({"model": {"type": "BPE", "merges": [["a b", "c"]]}})
+    with pytest.raises(lv.LegacyViewError, match="space"):
+        lv.legacy_tokenizer_json({"model": {"type": "BPE", "merges": [["a b", "c"]]}})
 
 
 def test_legacy_tokenizer_config_names_a_class_transformers_437_knows() -> None:
-    fixed = ss.legacy_tokenizer_config({"tokenizer_class": "TokenizersBackend", "backend": "tokenizers",
+    fixed = lv.legacy_tokenizer_config({"tokenizer_class": "TokenizersBackend", "backend": "tokenizers",
                                         "eos_token": "<|im_end|>"}, "{{ messages }}")
     assert fixed["tokenizer_class"] == "PreTrainedTokenizerFast"
     assert "backend" not in fixed
@@ -75,27 +76,27 @@ def make_fake_hf_folder(folder: Path) -> Path:
 
 def test_legacy_model_view_links_weights_and_rewrites_small_files(tmp_path: Path) -> None:
     source = make_fake_hf_folder(tmp_path / "hf")
-    view = ss.legacy_model_view(source, tmp_path / "view")
+    view = lv.legacy_model_view(source, tmp_path / "view")
     assert (view / "model.safetensors").is_symlink()
     assert (view / "model.safetensors").read_bytes() == b"weights"
     assert json.loads((view / "config.json").read_text())["rope_theta"] == 100000.0
     assert json.loads((view / "tokenizer.json").read_text())["model"]["merges"] == ["a b"]
     assert json.loads((view / "tokenizer_config.json").read_text())["chat_template"] == "TEMPLATE"
     assert not (view / ".complete").exists()
-    ss.legacy_model_view(source, view)  # again: no error, same result
+    lv.legacy_model_view(source, view)  # again: no error, same result
     assert (view / "model.safetensors").read_bytes() == b"weights"
 
 
 def test_missing_model_folder_says_how_to_make_it(tmp_path: Path) -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="tutorial.py lab"):
-        ss.legacy_model_view(tmp_path / "nothing", tmp_path / "view")
+    with pytest.raises(lv.LegacyViewError, match="tutorial.py lab"):
+        lv.legacy_model_view(tmp_path / "nothing", tmp_path / "view")
 
 
 def test_incomplete_model_folder_is_refused(tmp_path: Path) -> None:
     source = make_fake_hf_folder(tmp_path / "hf")
     (source / "model.safetensors").unlink()
-    with pytest.raises(ss.SelfSpeculationError, match="incomplete"):
-        ss.check_hf_folder(source)
+    with pytest.raises(lv.LegacyViewError, match="incomplete"):
+        lv.check_hf_folder(source)
 
 
 def test_view_of_the_real_folder_keeps_the_tokenizer(offline_pair) -> None:
@@ -105,10 +106,10 @@ def test_view_of_the_real_folder_keeps_the_tokenizer(offline_pair) -> None:
     from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT
 
     original = Tokenizer.from_file(str(offline_pair.hf / "tokenizer.json"))
-    legacy = ss.legacy_tokenizer_json(json.loads((offline_pair.hf / "tokenizer.json").read_text()))
+    legacy = lv.legacy_tokenizer_json(json.loads((offline_pair.hf / "tokenizer.json").read_text()))
     rewritten = Tokenizer.from_str(json.dumps(legacy))
     assert rewritten.encode(TOKENIZER_TEST_TEXT).ids == original.encode(TOKENIZER_TEST_TEXT).ids
-    config = ss.legacy_config(json.loads((offline_pair.hf / "config.json").read_text()))
+    config = lv.legacy_config(json.loads((offline_pair.hf / "config.json").read_text()))
     assert config["rope_theta"] == 100000.0  # SmolLM2's RoPE base, not transformers 4.37's default 10000
 
 
