@@ -286,7 +286,7 @@ def test_a_file_missing_on_the_hub_is_reported_by_prefetch(standins: StandIns, t
                               course_environment(tmp_path, tmp_path / "models", hub_url))
     assert result.returncode == 1
     notes = {match.group(1): match.group(2) for match in re.finditer(r"^\[\d+\] (\S+): (.*)$", result.stdout, re.M)}
-    assert f"is incomplete (missing or empty: openvino_model.bin)" in notes[PHI3_DRAFT.folder_name], result.stdout
+    assert "is incomplete (missing or empty: openvino_model.bin)" in notes[PHI3_DRAFT.folder_name], result.stdout
     assert notes[PHI3_MAIN.folder_name].startswith(
         f"ModelNotOnHubError: The Hugging Face hub at {hub_url} has no model repository "
         f"'{PHI3_MAIN.huggingface_id}'"), result.stdout

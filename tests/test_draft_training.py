@@ -194,17 +194,6 @@ def test_split_keeps_all_answers_to_a_prompt_together() -> None:
     assert not held_prompts & {data.samples[i].user_text for i in train}
 
 
-def test_per_token_acceptance_inverts_tokens_per_pass() -> None:
-    class Record:
-        tokens_per_step = [1, 2, 2, 2, 2]  # prefill, then 2 tokens per main pass
-
-    assert dt.per_token_acceptance(Record(), 1) == pytest.approx(1.0, abs=1e-6)
-    Record.tokens_per_step = [1, 1, 1, 1]
-    assert dt.per_token_acceptance(Record(), 3) == pytest.approx(0.0, abs=1e-6)
-    Record.tokens_per_step = [1]
-    assert dt.per_token_acceptance(Record(), 3) is None
-
-
 def test_verdicts_say_what_a_speedup_means_and_flag_noise() -> None:
     theory = [{"K": 1, "measured": 1.12, "a_K": 0.03, "with_verification_cost": 0.85},
               {"K": 2, "measured": 0.95, "a_K": 0.25, "with_verification_cost": 0.97},

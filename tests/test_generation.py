@@ -129,6 +129,7 @@ def test_device_properties() -> None:
     assert device_properties(None) == {} and device_properties("default") == {}
     assert device_properties("f32") == {"INFERENCE_PRECISION_HINT": "f32"}
     assert device_properties("f32", threads=1) == {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
+    assert device_properties("bf16") == {"INFERENCE_PRECISION_HINT": "bf16"}  # sweeps compare draft precisions
     with pytest.raises(SpeculationSetupError, match="precision"):
         device_properties("bf16x")
     with pytest.raises(SpeculationSetupError, match="threads"):
@@ -249,12 +250,15 @@ def test_median_of_runs() -> None:
 def test_summarise_counts_only_comparable_prompts() -> None:
     records = compare_with_plain([
         make_record("plain", "a", wall=2.0), make_record("plain", "b", tokens=[1, 2], wall=5.0),
-        make_record("speculative", "a", wall=1.0, acceptance_rate=0.5),
-        make_record("speculative", "b", tokens=[1, 2, 3], wall=1.0, acceptance_rate=0.7)])
+        make_record("speculative", "a", wall=1.0, tokens_per_step=[1, 2, 1], accepted_tokens=1, draft_tokens=3),
+        make_record("speculative", "b", tokens=[1, 2, 3], wall=1.0, tokens_per_step=[1, 1, 1], accepted_tokens=0,
+                    draft_tokens=5)])
     rows = {row["mode"]: row for row in summarise(records)}
     assert rows["speculative"]["comparable_prompts"] == 1
     assert rows["speculative"]["speedup_vs_plain"] == pytest.approx(2.0)  # prompt b (different count) left out
-    assert rows["speculative"]["mean_acceptance_rate"] == pytest.approx(0.6)
+    assert rows["speculative"]["acceptance_rate"] == pytest.approx(1 / 8)  # pooled, not the mean of 1/3 and 0
+    assert rows["speculative"]["tokens_per_pass"] == pytest.approx((2 + 1) / 2)  # prefill and last passes left out
+    assert rows["plain"]["tokens_per_pass"] == 1.0
     assert rows["speculative"]["identical_prompts"] == 1
 
 
@@ -336,7 +340,10 @@ def check_record_is_consistent(record: GenerationRecord) -> None:
     assert record.generated_tokens == len(record.token_ids) > 0
     assert record.tokens_per_step is not None and sum(record.tokens_per_step) == record.generated_tokens
     assert record.main_passes == len(record.tokens_per_step)
-    assert record.accepted_from_steps == record.generated_tokens - record.main_passes
+    # draft tokens kept in the complete verification passes (the prefill and the last pass left out)
+    assert record.accepted_from_steps == sum(step - 1 for step in record.tokens_per_step[1:-1])
+    if record.accepted_tokens is not None:  # OpenVINO GenAI's own counter agrees
+        assert record.accepted_from_steps == record.accepted_tokens
     assert record.tokens_per_second == pytest.approx(record.generated_tokens / record.wall_seconds)
     assert record.input_tokens > 0 and record.ttft_ms > 0
 

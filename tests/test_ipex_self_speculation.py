@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from utils import ipex_legacy_view as lv
 from utils import ipex_self_speculation as ss
 from utils.ov_self_speculation import summary_rows as openvino_summary_rows
 
@@ -23,37 +24,37 @@ from utils.ov_self_speculation import summary_rows as openvino_summary_rows
 def test_legacy_config_lifts_rope_theta_and_dtype() -> None:
     config = {"model_type": "llama", "dtype": "float32",
               "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}
-    fixed = ss.legacy_config(config)
+    fixed = lv.legacy_config(config)
     assert fixed["rope_theta"] == 100000.0
     assert fixed["torch_dtype"] == "float32"
     assert "rope_theta" not in config  # the input is not modified
 
 
 def test_legacy_config_keeps_an_explicit_rope_theta() -> None:
-    fixed = ss.legacy_config({"rope_theta": 500000.0, "rope_parameters": {"rope_theta": 1.0}})
+    fixed = lv.legacy_config({"rope_theta": 500000.0, "rope_parameters": {"rope_theta": 1.0}})
     assert fixed["rope_theta"] == 500000.0
 
 
 def test_legacy_config_refuses_rope_scaling_it_cannot_translate() -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="RoPE type"):
-        ss.legacy_config({"rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn"}})
+    with pytest.raises(lv.LegacyViewError, match="RoPE type"):
+        lv.legacy_config({"rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn"}})
 
 
 def test_legacy_tokenizer_json_writes_old_merge_format() -> None:
     tokenizer = {"model": {"type": "BPE", "merges": [["Ġ", "t"], "i n"], "ignore_merges": False, "vocab": {}}}
-    fixed = ss.legacy_tokenizer_json(tokenizer)
+    fixed = lv.legacy_tokenizer_json(tokenizer)
     assert fixed["model"]["merges"] == ["Ġ t", "i n"]
     assert "ignore_merges" not in fixed["model"]
     assert tokenizer["model"]["merges"][0] == ["Ġ", "t"]  # the input is not modified
 
 
 def test_legacy_tokenizer_json_refuses_merges_with_spaces() -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="space"):
-        ss.legacy_tokenizer_json({"model": {"type": "BPE", "merges": [["a b", "c"]]}})
+    with pytest.raises(lv.LegacyViewError, match="space"):
+        lv.legacy_tokenizer_json({"model": {"type": "BPE", "merges": [["a b", "c"]]}})
 
 
 def test_legacy_tokenizer_config_names_a_class_transformers_437_knows() -> None:
-    fixed = ss.legacy_tokenizer_config({"tokenizer_class": "TokenizersBackend", "backend": "tokenizers",
+    fixed = lv.legacy_tokenizer_config({"tokenizer_class": "TokenizersBackend", "backend": "tokenizers",
                                         "eos_token": "<|im_end|>"}, "{{ messages }}")
     assert fixed["tokenizer_class"] == "PreTrainedTokenizerFast"
     assert "backend" not in fixed
@@ -75,27 +76,27 @@ def make_fake_hf_folder(folder: Path) -> Path:
 
 def test_legacy_model_view_links_weights_and_rewrites_small_files(tmp_path: Path) -> None:
     source = make_fake_hf_folder(tmp_path / "hf")
-    view = ss.legacy_model_view(source, tmp_path / "view")
+    view = lv.legacy_model_view(source, tmp_path / "view")
     assert (view / "model.safetensors").is_symlink()
     assert (view / "model.safetensors").read_bytes() == b"weights"
     assert json.loads((view / "config.json").read_text())["rope_theta"] == 100000.0
     assert json.loads((view / "tokenizer.json").read_text())["model"]["merges"] == ["a b"]
     assert json.loads((view / "tokenizer_config.json").read_text())["chat_template"] == "TEMPLATE"
     assert not (view / ".complete").exists()
-    ss.legacy_model_view(source, view)  # again: no error, same result
+    lv.legacy_model_view(source, view)  # again: no error, same result
     assert (view / "model.safetensors").read_bytes() == b"weights"
 
 
 def test_missing_model_folder_says_how_to_make_it(tmp_path: Path) -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="tutorial.py lab"):
-        ss.legacy_model_view(tmp_path / "nothing", tmp_path / "view")
+    with pytest.raises(lv.LegacyViewError, match="tutorial.py lab"):
+        lv.legacy_model_view(tmp_path / "nothing", tmp_path / "view")
 
 
 def test_incomplete_model_folder_is_refused(tmp_path: Path) -> None:
     source = make_fake_hf_folder(tmp_path / "hf")
     (source / "model.safetensors").unlink()
-    with pytest.raises(ss.SelfSpeculationError, match="incomplete"):
-        ss.check_hf_folder(source)
+    with pytest.raises(lv.LegacyViewError, match="incomplete"):
+        lv.check_hf_folder(source)
 
 
 def test_view_of_the_real_folder_keeps_the_tokenizer(offline_pair) -> None:
@@ -105,23 +106,23 @@ def test_view_of_the_real_folder_keeps_the_tokenizer(offline_pair) -> None:
     from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT
 
     original = Tokenizer.from_file(str(offline_pair.hf / "tokenizer.json"))
-    legacy = ss.legacy_tokenizer_json(json.loads((offline_pair.hf / "tokenizer.json").read_text()))
+    legacy = lv.legacy_tokenizer_json(json.loads((offline_pair.hf / "tokenizer.json").read_text()))
     rewritten = Tokenizer.from_str(json.dumps(legacy))
     assert rewritten.encode(TOKENIZER_TEST_TEXT).ids == original.encode(TOKENIZER_TEST_TEXT).ids
-    config = ss.legacy_config(json.loads((offline_pair.hf / "config.json").read_text()))
+    config = lv.legacy_config(json.loads((offline_pair.hf / "config.json").read_text()))
     assert config["rope_theta"] == 100000.0  # SmolLM2's RoPE base, not transformers 4.37's default 10000
 
 
 # --------------------------------------------------------------------------- recipe and inputs
 
 
-def test_seed_recipe_is_bf16_on_cpu_and_fp16_on_intel_gpu() -> None:
-    assert ss.seed_recipe("cpu") == {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"}
-    assert ss.seed_recipe("xpu") == {"torch_dtype": "float16", "load_in_low_bit": "fp16"}
-    ss.seed_recipe("cpu")["torch_dtype"] = "changed"
-    assert ss.seed_recipe("cpu")["torch_dtype"] == "bfloat16"  # a copy is returned
+def test_article_recipe_is_bf16_on_cpu_and_fp16_on_intel_gpu() -> None:
+    assert ss.article_recipe("cpu") == {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"}
+    assert ss.article_recipe("xpu") == {"torch_dtype": "float16", "load_in_low_bit": "fp16"}
+    ss.article_recipe("cpu")["torch_dtype"] = "changed"
+    assert ss.article_recipe("cpu")["torch_dtype"] == "bfloat16"  # a copy is returned
     with pytest.raises(ss.SelfSpeculationError):
-        ss.seed_recipe("cuda")
+        ss.article_recipe("cuda")
 
 
 @pytest.mark.parametrize("max_new_tokens", [None, 0, -3, 2.5, True])
@@ -146,12 +147,10 @@ def test_one_dimensional_ids_are_refused() -> None:
     ({"num_assistant_tokens": 3}, "Unknown draft option"),
 ])
 def test_bad_draft_options_are_refused(options: dict, message: str) -> None:
+    ids, good = torch.zeros(1, 4, dtype=torch.long), {"th_stop_draft": 0.6, "max_step_draft": 4}
+    ss.check_generate_inputs(ids, 8, good)  # the same call with good options passes: the bad option is the cause
     with pytest.raises(ss.SelfSpeculationError, match=message):
-        ss.check_generate_inputs(torch.zeros(1, 4, dtype=torch.long), 8, options)
-
-
-def test_good_inputs_pass() -> None:
-    ss.check_generate_inputs(torch.zeros(1, 4, dtype=torch.long), 8, {"th_stop_draft": 0.6, "max_step_draft": 4})
+        ss.check_generate_inputs(ids, 8, {**good, **options})
 
 
 # --------------------------------------------------------------------------- statistics
@@ -171,7 +170,7 @@ def test_statistics_are_read_and_derived() -> None:
     assert stats.steps == 3
     assert stats.accepted_per_step == [3, 1, 1]
     assert stats.acceptance_rate == pytest.approx(5 / 9)
-    assert stats.mean_tokens_per_step == pytest.approx(8 / 3)
+    assert stats.mean_tokens_per_step == pytest.approx((4 + 2) / 2)  # the last pass left out
     assert stats.mean_drafted_per_step == pytest.approx(3.0)
     assert stats.draft_seconds_per_token == pytest.approx(0.09 / 9)
     assert stats.verify_seconds_per_step == pytest.approx(0.16 / 3)
@@ -281,14 +280,30 @@ def test_speedup_is_per_generated_token() -> None:
     assert comparison.speedup_cpu == pytest.approx(4.0)
 
 
-def test_runs_record_wall_and_cpu_time() -> None:
-    model = FakeSelfSpeculativeModel(plain=[1, 2], speculative=[1, 2])
+class SlowFakeModel(FakeSelfSpeculativeModel):
+    """A fake whose plain calls burn 0.1 s of CPU and speculative calls sleep 0.2 s (wall time, no CPU)."""
+
+    def generate(self, *args, **kwargs):
+        import time
+
+        if hasattr(self, "draft_model"):
+            time.sleep(0.2)
+        else:
+            started = time.process_time()
+            while time.process_time() - started < 0.1:
+                pass
+        return super().generate(*args, **kwargs)
+
+
+def test_runs_record_wall_and_cpu_time_separately() -> None:
+    model = SlowFakeModel(plain=[1, 2], speculative=[1, 2])
     run = ss.generate_greedy(model, torch.tensor([[1]]), max_new_tokens=2)
-    assert run.seconds >= 0 and 0 <= run.cpu_seconds < 5
+    assert run.seconds >= 0.2 and run.cpu_seconds < 0.1  # sleeping takes wall time, not CPU time
     [comparison] = ss.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
                                                     repeats=1)
-    assert comparison.plain_cpu_seconds >= 0 and comparison.speculative_cpu_seconds >= 0
-    assert "speed-up (CPU time)" in comparison.row()
+    assert comparison.plain_cpu_seconds >= 0.1 and comparison.speculative_cpu_seconds < 0.1
+    assert comparison.speculative_seconds >= 0.2
+    assert comparison.speedup_cpu > 10  # by CPU time the sleeping speculative run is nearly free
 
 
 def test_unknown_clock_is_refused() -> None:
@@ -371,28 +386,28 @@ def test_summary_rows_match_the_openvino_rows() -> None:
                                stats=ss.read_speculation_stats(ipex_counters()))
     [ipex_row] = ss.summary_rows([comparison], cost_ratio=0.7, precision="bf16")
     assert ipex_row["speed-up"] == pytest.approx(2.0)
-    assert ipex_row["tokens/pass"] == pytest.approx(10 / 4)  # 3 verify steps + the prompt pass
     assert ipex_row["identical to plain"] is True
     openvino = {"cost_ratio": {"int4": 0.6}, "settings": {"num_assistant_tokens": 3}, "records": [
         {"mode": "speculative", "draft": "int4", "setting": "K=3", "prompt_id": "p", "input_tokens": 3,
          "generated_tokens": 10, "speedup_vs_plain": 1.1, "acceptance_rate": 0.8, "main_passes": 4,
+         "tokens_per_step": [1, 4, 2, 2],
          "identical_to_plain": True, "first_difference": None, "precision": "f32"}]}
     [openvino_row] = openvino_summary_rows(openvino)
     assert list(ipex_row) == list(openvino_row)
-    assert ipex_row["k"] == 3 and ipex_row["tokens/step"] == pytest.approx(2.0)
-    assert openvino_row["k"] == 3 and openvino_row["tokens/step"] == pytest.approx(9 / 3)
+    assert ipex_row["k"] == 3 and ipex_row["tokens/pass"] == pytest.approx(2.0)
+    assert openvino_row["k"] == 3 and openvino_row["tokens/pass"] == pytest.approx(6 / 2)  # prefill and last passes left out
 
 
 def test_formula_check_recovers_the_prediction_it_is_fed() -> None:
     from utils.speedup_model import expected_tokens_per_pass, predicted_speedup
 
-    row = {"backend": "b", "draft": "d", "prompt": "p", "k": 4, "tokens/step": expected_tokens_per_pass(0.7, 4),
+    row = {"backend": "b", "draft": "d", "prompt": "p", "k": 4, "tokens/pass": expected_tokens_per_pass(0.7, 4),
            "cost ratio c": 0.5, "speed-up (CPU time)": 1.1, "speed-up": 1.2}
     [checked] = ss.formula_check([row])
     assert checked["a"] == pytest.approx(0.7, abs=1e-6)
     assert checked["predicted"] == pytest.approx(predicted_speedup(0.7, 4, 0.5))
     assert checked["measured (CPU time)"] == 1.1 and checked["measured (wall)"] == 1.2
-    [clamped] = ss.formula_check([{**row, "tokens/step": 6.5}])  # more than k + 1: IPEX-LLM's k varies per step
+    [clamped] = ss.formula_check([{**row, "tokens/pass": 6.5}])  # more than k + 1: IPEX-LLM's k varies per step
     assert clamped["a"] == pytest.approx(1.0, abs=1e-6)
     assert checked["predicted (measured passes)"] is None
     cost = {"backend": "b", "draft": "d", "prompt": "p", "verify pass / plain step": 1.0, "draft pass / plain step": 0.5}

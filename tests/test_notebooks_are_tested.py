@@ -45,12 +45,6 @@ def collected_ids() -> list[str]:
     return [line.strip() for line in result.stdout.splitlines() if "::" in line]
 
 
-def test_the_test_command_runs_unit_tests_and_notebooks_under_nbval() -> None:
-    arguments = load_tutorial_module().TEST_ARGS
-    assert "tests" in arguments and "notebooks" in arguments
-    assert "--nbval-lax" in arguments or "--nbval" in arguments
-
-
 def test_there_are_notebooks() -> None:
     assert NOTEBOOKS, f"no notebooks in {NOTEBOOK_FOLDER}"
 

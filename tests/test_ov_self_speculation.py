@@ -56,7 +56,8 @@ def test_cost_ratios() -> None:
 
 def test_summary_rows_skip_plain_runs_and_name_the_draft() -> None:
     record = {"setting": "K=3", "prompt_id": "p", "input_tokens": 5, "generated_tokens": 12, "speedup_vs_plain": 0.9,
-              "acceptance_rate": 0.5, "main_passes": 4, "identical_to_plain": False, "first_difference": 7,
+              "acceptance_rate": 0.5, "main_passes": 4, "tokens_per_step": [1, 4, 3, 4], "identical_to_plain": False,
+              "first_difference": 7,
               "precision": "default"}
     results = {"cost_ratio": {"int4": 0.45, "int8": 0.6}, "settings": {"num_assistant_tokens": 3}, "records": [
         {**record, "mode": "plain", "draft": None, "main_passes": 12},
@@ -65,8 +66,7 @@ def test_summary_rows_skip_plain_runs_and_name_the_draft() -> None:
     [row] = ov.summary_rows(results)
     assert row["draft"] == "int8 copy"
     assert row["cost ratio c"] == 0.6
-    assert row["tokens/pass"] == pytest.approx(3.0)
-    assert row["k"] == 3 and row["tokens/step"] == pytest.approx(11 / 3)
+    assert row["k"] == 3 and row["tokens/pass"] == pytest.approx(7 / 2)  # the prefill and last passes left out
     assert row["first difference"] == 7 and row["identical to plain"] is False
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from utils.prompts import LONG_PROMPT_MIN_TOKENS, PROMPTS, TASKS, Prompt, all_prompts, as_prompt, get_prompt, \
+from utils.prompts import LONG_PROMPT_MIN_TOKENS, PROMPTS, TASKS, Prompt, as_prompt, get_prompt, \
     select_prompts
 
 
@@ -13,7 +13,6 @@ def test_ids_are_unique_and_every_task_has_prompts() -> None:
     for task in TASKS:
         assert sum(prompt.task == task for prompt in PROMPTS) >= 2, f"task {task} needs at least two prompts"
     assert any(prompt.length == "long" for prompt in PROMPTS)
-    assert all_prompts() == list(PROMPTS)
 
 
 def test_length_classes_match_the_offline_tokenizer(offline_pair) -> None:

@@ -1,7 +1,6 @@
 """The README-figures command: finds the right notebooks and records provenance."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -47,11 +47,11 @@ def test_forward_inputs_continue_after_the_cache() -> None:
 
 def test_bad_arguments_raise_before_loading(tmp_path) -> None:
     with pytest.raises(ValueError, match=">= 1"):
-        vc.measure_step_times(tmp_path, token_counts=[0, 1])
+        vc.measure_pair_step_times(tmp_path, tmp_path, token_counts=[0, 1])
     with pytest.raises(ValueError, match="repeats"):
-        vc.measure_step_times(tmp_path, repeats=0)
+        vc.measure_pair_step_times(tmp_path, tmp_path, repeats=0)
     with pytest.raises(ValueError, match="does not exist"):
-        vc.measure_step_times(tmp_path / "missing", repeats=1)
+        vc.measure_pair_step_times(tmp_path / "missing", tmp_path, repeats=1)
 
 
 DRAFT = get_pair("offline").draft
@@ -76,8 +76,9 @@ def test_the_timed_pass_computes_what_a_full_pass_computes(offline_pair) -> None
     assert (step.argmax(-1) == full.argmax(-1)).all()
 
 
-def test_measure_step_times_returns_one_median_per_count(offline_pair) -> None:
-    measured = vc.measure_step_times(DRAFT.path, token_counts=[3, 1, 3], context_tokens=8, repeats=3, warmup=0)
+def test_step_times_are_one_median_per_count(offline_pair) -> None:
+    measured, _ = vc.measure_pair_step_times(DRAFT.path, DRAFT.path, token_counts=[3, 1, 3], context_tokens=8,
+                                             repeats=3, warmup=0)
     assert [step.tokens for step in measured] == [1, 3]
     for step in measured:
         assert len(step.samples_ms) == 3

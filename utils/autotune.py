@@ -30,7 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from utils.speedup_model import acceptance_from_tokens_per_pass, predicted_speedup_with_step_times
+from utils.decoding_metrics import cost_ratio, per_token_acceptance, verification_cost
+from utils.speedup_model import predicted_speedup_with_step_times
 
 K_KNOB = "num_assistant_tokens"
 THRESHOLD_KNOB = "assistant_confidence_threshold"
@@ -63,14 +64,14 @@ class StepCostModel:
     draft_step_ms: float
     main_step_ms: Callable[[int], float]
 
-    @classmethod
-    def from_cost_ratio(cls, cost_ratio: float) -> StepCostModel:
-        """Leviathan's model: verification costs one main step whatever K."""
-        return cls(draft_step_ms=cost_ratio, main_step_ms=lambda tokens: 1.0)
-
     @property
     def cost_ratio(self) -> float:
-        return self.draft_step_ms / self.main_step_ms(1)
+        """Leviathan's c (`utils.decoding_metrics.cost_ratio`): draft step over the main model's one-token step."""
+        return cost_ratio(self.draft_step_ms, self.main_step_ms(1))
+
+    def verification_cost(self, k: int) -> float:
+        """Main step over K + 1 tokens relative to its one-token step (`utils.decoding_metrics.verification_cost`)."""
+        return verification_cost(self.main_step_ms(k + 1), self.main_step_ms(1))
 
     def predicted_speedup(self, acceptance: float, k: int) -> float:
         """Expected tokens per pass x plain step time / (K draft steps + one main step over K+1 tokens)."""
@@ -102,10 +103,6 @@ class TuneResult:
         """Candidates the tuner never measured (pruned by the model or the local search, or cut by the budget)."""
         measured = set(self.measured_values)
         return [value for value in self.candidates if value not in measured]
-
-    @property
-    def speculation_pays(self) -> bool:
-        return self.best_speedup > 1.0
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -139,9 +136,7 @@ def estimate_acceptance(trials: Sequence[Trial]) -> float | None:
     for trial in trials:
         if trial.tokens_per_pass is None:
             continue
-        k = int(trial.value)
-        per_pass = min(max(trial.tokens_per_pass, 1.0), k + 1.0)
-        estimates.append(acceptance_from_tokens_per_pass(per_pass, k))
+        estimates.append(per_token_acceptance(trial.tokens_per_pass, int(trial.value)))
     return sum(estimates) / len(estimates) if estimates else None
 
 
@@ -366,7 +361,7 @@ def theory_rows(k_rows: Sequence[dict], cost_model: StepCostModel) -> list[dict]
             "leviathan": leviathan,
             "leviathan_pooled_a": predicted_speedup_with_step_times(pooled, k, cost_model.cost_ratio, 1.0, 1.0),
             "with_verification_cost": with_verification,
-            "verify_over_plain_step": cost_model.main_step_ms(k + 1) / cost_model.main_step_ms(1),
+            "verify_over_plain_step": cost_model.verification_cost(k),
             "leviathan_error": leviathan / row["speedup"] - 1.0,
             "with_verification_error": with_verification / row["speedup"] - 1.0,
         })

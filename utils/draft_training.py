@@ -21,7 +21,7 @@ atomically, reused when its recipe - settings plus package versions - matches):
 4. **Trim**: the exported graph's output layer is cut to the tokens the data
    uses (others get a logit of -1e4), which makes a draft step much cheaper.
 
-`prepare_draft(settings)` runs them all; `measure_speculation` measures the
+`measure_speculation` measures the
 result against plain decoding. Heavy imports are done inside functions.
 """
 from __future__ import annotations
@@ -656,7 +656,6 @@ def expand_vocabulary(compact: Any, subset: VocabularySubset, initial_embeddings
     Tokens the data never used keep their initial (projected) embedding,
     scaled by `settings.unused_token_scale` so that they rarely win the draft's argmax.
     """
-    import torch
     from transformers import LlamaForCausalLM
 
     full = LlamaForCausalLM(draft_config(main_config, settings, vocab_size=subset.vocab_size))
@@ -1073,82 +1072,6 @@ def prepare_exported_draft(settings: DraftTrainingSettings | str = "quick", forc
     return folders
 
 
-def prepare_draft(settings: DraftTrainingSettings | str = "quick", device: str = "CPU", force: bool = False,
-                  show_progress: bool = True) -> DraftFolders:
-    """All stages (data, training, export, trimming), each reused when already built from the same recipe."""
-    settings = get_settings(settings)
-    prepare_training_data(settings, device=device, force=force, show_progress=show_progress)
-    prepare_trained_draft(settings, force=force, show_progress=show_progress)
-    return prepare_exported_draft(settings, force=force)
-
-
-# --------------------------------------------------------------------------- describing what was built
-
-
-def main_folders(pair_name: str = "offline") -> tuple[Path, Path]:
-    """(OpenVINO folder, Hugging Face folder) of the pair's main model, checked; only the offline pair is supported.
-
-    Training a draft needs the main model's Hugging Face weights (for the
-    embedding projection) and a main model fast enough to write its own
-    training data on this machine: the offline pair's SmolLM2-135M.
-    """
-    if pair_name != "offline":
-        raise DraftTrainingError(
-            f"This notebook trains a draft for the offline pair's main model only, not '{pair_name}': the real pairs "
-            "already have drafts (Phi-3-mini has OpenVINO's FastDraft-50M) and their mains are too slow on 2 CPU cores "
-            "to write enough training data. Set PAIR = \"offline\".")
-    ov_dir, hf_dir = models_dir() / MAIN_OV_FOLDER, models_dir() / MAIN_HF_FOLDER
-    _require_complete(ov_dir, "main model (OpenVINO)")
-    _require_complete(hf_dir, "main model (Hugging Face)")
-    return ov_dir, hf_dir
-
-
-def size_rows(settings: DraftTrainingSettings, main_hf_dir: Path) -> list[dict]:
-    """Weights of the draft and of the main model, by part (computed from the configs, nothing is trained)."""
-    from transformers import AutoConfig
-
-    main_config = AutoConfig.from_pretrained(str(main_hf_dir))
-
-    def parts(config: Any) -> dict:
-        hidden, inner, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or hidden // heads
-        attention = hidden * head_dim * (2 * heads + 2 * config.num_key_value_heads)
-        per_layer = attention + 3 * hidden * inner + 2 * hidden
-        return {"hidden size": hidden, "layers": config.num_hidden_layers,
-                "embeddings (= output layer)": config.vocab_size * hidden,
-                "all layers": per_layer * config.num_hidden_layers,
-                "total": config.vocab_size * hidden + per_layer * config.num_hidden_layers + hidden}
-
-    rows = [{"model": "main (SmolLM2-135M)", **parts(main_config)},
-            {"model": f"draft ({settings.name})", **parts(draft_config(main_config, settings))}]
-    rows[1]["share of main"] = rows[1]["total"] / rows[0]["total"]
-    return rows
-
-
-def example_rows(data: TrainingData, per_task: int = 2, width: int = 110) -> list[dict]:
-    """A few self-written prompts and greedy answers per task type, shortened, for display."""
-    rows, shown = [], {}
-    for sample in data.samples:
-        if sample.kind != "greedy" or shown.get(sample.task, 0) >= per_task:
-            continue
-        shown[sample.task] = shown.get(sample.task, 0) + 1
-        rows.append({"task": sample.task, "opener": sample.opener or "(free)",
-                     "prompt written by the main": _shorten(sample.user_text, width),
-                     "answer tokens": sample.answer_tokens})
-    return rows
-
-
-def _shorten(text: str, width: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[:width - 1] + "…"
-
-
-def benchmark_prompts_in_data(data: TrainingData, prompts: Sequence[Any]) -> list[str]:
-    """Ids of benchmark prompts whose text appears among the training prompts (should be none: held out)."""
-    written = {" ".join(sample.user_text.split()) for sample in data.samples}
-    return [prompt.id for prompt in prompts if " ".join(prompt.text.split()) in written]
-
-
 # --------------------------------------------------------------------------- measuring the draft
 
 
@@ -1162,16 +1085,16 @@ def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: st
     one-token step) see the same background load and can be compared.
     Returns (main StepTimes, {name: draft StepTime}).
     """
-    from utils.verification_cost import _StepTimer, _step_times, _time_interleaved
+    from utils.verification_cost import StepTimer, step_times_from_samples, time_interleaved
 
     counts = sorted(set(int(count) for count in token_counts) | {1})
-    main = _StepTimer(main_dir, device, precision, context_tokens, max(counts))
-    timers = [(main, counts)] + [(_StepTimer(folder, device, precision, context_tokens, 1), [1])
+    main = StepTimer(main_dir, device, precision, context_tokens, max(counts))
+    timers = [(main, counts)] + [(StepTimer(folder, device, precision, context_tokens, 1), [1])
                                  for folder in drafts.values()]
-    samples = _time_interleaved(timers, repeats, warmup=2, progress=None)
-    draft_steps = {name: _step_times(timer, timer_samples)[0]
+    samples = time_interleaved(timers, repeats, warmup=2, progress=None)
+    draft_steps = {name: step_times_from_samples(timer, timer_samples)[0]
                    for name, (timer, _), timer_samples in zip(drafts, timers[1:], samples[1:])}
-    return _step_times(main, samples[0]), draft_steps
+    return step_times_from_samples(main, samples[0]), draft_steps
 
 
 def speedup_verdicts(theory: Sequence[dict], tolerance: float = 0.02, noise: float = 0.15) -> list[str]:
@@ -1200,20 +1123,6 @@ def speedup_verdicts(theory: Sequence[dict], tolerance: float = 0.02, noise: flo
     return sentences
 
 
-def per_token_acceptance(record: Any, draft_length: int) -> float | None:
-    """Leviathan's per-token acceptance `a` that explains a speculative run's tokens per main pass.
-
-    The prefill pass (which yields one token) is left out.
-    """
-    from utils.speedup_model import acceptance_from_tokens_per_pass
-
-    steps = (record.tokens_per_step or [])[1:]
-    if not steps:
-        return None
-    tokens_per_pass = min(max(sum(steps) / len(steps), 1.0), draft_length + 1.0)
-    return acceptance_from_tokens_per_pass(tokens_per_pass, draft_length)
-
-
 def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any], draft_lengths: Sequence[int],
                         device: str = "CPU", max_new_tokens: int = 64, repeats: int = 2, precision: str = "f32",
                         progress: Callable[[str], None] | None = None) -> tuple[list[dict], list]:
@@ -1221,13 +1130,12 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
 
     Returns one row per K - the measured speed-up over the prompts whose token
     counts matched plain decoding ("speedup"), the per-token acceptance `a`
-    explaining its tokens per main pass ("per_token_acceptance"), GenAI's own
-    acceptance rate, and how many prompts gave output identical to plain
-    decoding - in the shape `utils.autotune.theory_rows` takes ("value" = K),
+    explaining its tokens per main pass ("per_token_acceptance"), the acceptance
+    rate from GenAI's counters (both pooled over prompts, `utils.decoding_metrics`),
+    and how many prompts gave output identical to plain decoding - in the shape `utils.autotune.theory_rows` takes ("value" = K),
     and the compared records.
     """
-    import statistics
-
+    from utils.decoding_metrics import per_token_acceptance as per_token_acceptance_for
     from utils.generation import (DecodingSettings, compare_with_plain, load_pipeline, measure_side_by_side,
                                   summarise)
 
@@ -1245,12 +1153,10 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
     for k in draft_lengths:
         label = f"K={k}"
         group = [record for record in records if record.mode == "speculative" and record.setting == label]
-        acceptances = [a for a in (per_token_acceptance(record, k) for record in group) if a is not None]
-        genai_rates = [record.acceptance_rate for record in group if record.acceptance_rate is not None]
         rows.append({
             "value": k, "K": k, "speedup": summary[label]["speedup_vs_plain"],
-            "per_token_acceptance": statistics.mean(acceptances) if acceptances else None,
-            "genai_acceptance_rate": statistics.mean(genai_rates) if genai_rates else None,
+            "per_token_acceptance": per_token_acceptance_for(summary[label]["tokens_per_pass"], k),
+            "genai_acceptance_rate": summary[label]["acceptance_rate"],
             "tokens_per_pass": summary[label]["tokens_per_pass"],
             "identical_prompts": summary[label]["identical_prompts"], "prompts": len(group),
             "comparable_prompts": summary[label]["comparable_prompts"],

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from utils import decoding_metrics
 from utils.input_checks import (as_integer, as_probability, check_device, check_prompt_fits, check_text,
                                 context_length)
 from utils.prompts import Prompt, as_prompt
@@ -52,6 +53,7 @@ from utils.text_compare import first_divergence
 
 MODES = ("plain", "speculative", "prompt_lookup")
 PRECISIONS = ("default", "f32")
+INFERENCE_PRECISIONS = ("default", "f32", "bf16", "f16")  # what `device_properties` accepts (sweeps compare them)
 BACKENDS = ("continuous_batching", "stateful")
 DEFAULT_NUM_ASSISTANT_TOKENS = 3  # on this project's CPU, verifying K <= 3 costs about one plain step
 DEFAULT_MAX_NGRAM_SIZE = 3
@@ -243,16 +245,16 @@ def check_draft_folder(draft_dir: Path | str, main_dir: Path | str | None = None
 
 
 def device_properties(precision: str | None, threads: int | None = None) -> dict[str, Any]:
-    """OpenVINO properties: "f32" forces f32 inference, "default"/None keeps the device's choice.
+    """OpenVINO properties: "f32" (or "bf16", "f16") forces that inference precision, "default"/None keeps the device's.
 
     threads: CPU inference threads (INFERENCE_NUM_THREADS); None uses all cores.
     One thread gives steadier timings on a small machine that others share.
     """
     properties: dict[str, Any] = {}
-    if precision == "f32":
-        properties["INFERENCE_PRECISION_HINT"] = "f32"
+    if precision in INFERENCE_PRECISIONS and precision != "default":
+        properties["INFERENCE_PRECISION_HINT"] = precision
     elif precision not in (None, "default"):
-        raise SpeculationSetupError(f"precision must be one of {PRECISIONS} or None, got '{precision}'.")
+        raise SpeculationSetupError(f"precision must be one of {INFERENCE_PRECISIONS} or None, got '{precision}'.")
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise SpeculationSetupError(f"threads must be an integer >= 1 or None (all cores), got {threads!r}.")
@@ -332,6 +334,7 @@ def load_pipeline(
     backend: str = "continuous_batching",
     threads: int | None = None,
     max_num_batched_tokens: int | None = None,
+    draft_precision: str | None = None,
 ) -> LoadedPipeline:
     """Build the pipeline for one decoding mode. Inputs are checked before any model is loaded.
 
@@ -340,7 +343,8 @@ def load_pipeline(
     prompt_lookup:  LLMPipeline(main, device, scheduler_config=..., prompt_lookup=True, **props)
 
     `props` comes from `device_properties(precision, threads)` and is applied to
-    main and draft alike. ``backend="stateful"`` (plain only) omits the scheduler config;
+    main and draft alike, unless `draft_precision` gives the draft another one
+    (None = the main model's). ``backend="stateful"`` (plain only) omits the scheduler config;
     `cache_size_gb` and `max_num_batched_tokens` go into it (`make_scheduler_config`).
     """
     if mode not in MODES:
@@ -358,6 +362,7 @@ def load_pipeline(
         threads = as_integer(threads, "threads", minimum=1, advice="Use None for all cores.",
                              error=SpeculationSetupError)
     properties = device_properties(precision, threads)
+    draft_properties = properties if draft_precision is None else device_properties(draft_precision, threads)
     check_single_thread_precision(device, draft_device, precision, threads)
     main_path = check_main_folder(main_dir)
     draft_path: Path | None = None
@@ -377,7 +382,8 @@ def load_pipeline(
     if backend == "continuous_batching":
         arguments["scheduler_config"] = make_scheduler_config(cache_size_gb, max_num_batched_tokens)
     if mode == "speculative":
-        arguments["draft_model"] = openvino_genai.draft_model(str(draft_path), draft_device or device, **properties)
+        arguments["draft_model"] = openvino_genai.draft_model(str(draft_path), draft_device or device,
+                                                              **draft_properties)
     if mode == "prompt_lookup":
         arguments["prompt_lookup"] = True
     started = time.perf_counter()
@@ -400,12 +406,12 @@ class GenerationRecord:
     main_passes: main-model forward passes (prefill + one per verification step),
     from GenAI's raw metrics; tokens_per_step lists how many tokens each pass
     yielded (accepted draft tokens + the main model's own token).
-    acceptance_rate (fraction of proposed draft tokens the main model kept),
     accepted_tokens, draft_tokens (proposed), main_model_metrics and
     draft_model_metrics: GenAI's `extended_perf_metrics` (None for plain and
-    prompt lookup, where GenAI reports none).
-    accepted_from_steps: generated_tokens - main_passes, i.e. tokens the main
-    model did not have to produce itself (works for prompt lookup too).
+    prompt lookup, where GenAI reports none); acceptance_rate = accepted_tokens /
+    draft_tokens. accepted_from_steps: accepted tokens counted from the steps
+    (works for prompt lookup too). Every quantity is defined once, in
+    `utils.decoding_metrics`.
     The comparison fields are filled by `compare_with_plain`.
     """
 
@@ -447,7 +453,8 @@ class GenerationRecord:
 
     @property
     def tokens_per_pass(self) -> float | None:
-        return self.generated_tokens / self.main_passes if self.main_passes else None
+        """Mean tokens per verification pass (`utils.decoding_metrics.tokens_per_main_pass`)."""
+        return decoding_metrics.tokens_per_main_pass(self.tokens_per_step) if self.tokens_per_step else None
 
 
 def encode_prompt(tokenizer: Any, text: str, apply_chat_template: bool = True) -> Any:
@@ -459,11 +466,6 @@ def encode_prompt(tokenizer: Any, text: str, apply_chat_template: bool = True) -
         templated = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
         return tokenizer.encode(templated, add_special_tokens=False)
     return tokenizer.encode(text)
-
-
-def _scalar(value: Any) -> float:
-    """A float from a GenAI metric that is either a number or a MeanStdPair."""
-    return float(getattr(value, "mean", value))
 
 
 def _per_model_metrics(metrics: Any) -> dict:
@@ -517,9 +519,9 @@ def run_prompt(
     acceptance = accepted = drafted = None
     main_metrics = draft_metrics = None
     if extended is not None:
-        acceptance = _scalar(extended.get_draft_acceptance_rate())
         accepted = int(extended.get_num_accepted_tokens())
         drafted = int(extended.get_num_draft_tokens())
+        acceptance = decoding_metrics.acceptance_rate(accepted, drafted)
         main_metrics = _per_model_metrics(extended.main_model_metrics)
         draft_metrics = _per_model_metrics(extended.draft_model_metrics)
     generated = len(token_ids)
@@ -542,7 +544,7 @@ def run_prompt(
         genai_tokens_per_second=float(metrics.get_throughput().mean),
         main_passes=main_passes,
         tokens_per_step=steps if steps_valid else None,
-        accepted_from_steps=generated - main_passes if main_passes else None,
+        accepted_from_steps=decoding_metrics.accepted_tokens(steps) if steps_valid and steps else None,
         acceptance_rate=acceptance,
         accepted_tokens=accepted,
         draft_tokens=drafted,
@@ -634,18 +636,6 @@ def measure_side_by_side(
                            show_progress=show_progress)
 
 
-def measure_prompts(
-    loaded: LoadedPipeline,
-    settings: DecodingSettings,
-    prompts: Sequence[Prompt | str],
-    *,
-    warmup: int = 1,
-    repeats: int = 3,
-) -> list[GenerationRecord]:
-    """`measure_side_by_side` for a single pipeline."""
-    return measure_side_by_side([(loaded, settings)], prompts, warmup=warmup, repeats=repeats)
-
-
 def median_of_runs(runs: Sequence[GenerationRecord]) -> GenerationRecord:
     """The run with the median wall time, annotated with all wall times and output stability.
 
@@ -723,7 +713,8 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
     """One row per (mode, setting): totals over prompts and the speed-up over comparable prompts only.
 
     The speed-up is total plain time / total time over the prompts whose token
-    counts matched plain (None if there are none). Needs compared records.
+    counts matched plain (None if there are none). acceptance_rate and
+    tokens_per_pass pool all prompts (`utils.decoding_metrics`). Needs compared records.
     """
     groups: dict[tuple[str, str, str], list[GenerationRecord]] = {}
     for record in records:
@@ -733,9 +724,9 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
         comparable = [record for record in group if record.speedup_vs_plain is not None]
         plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in comparable)
         this_time = sum(record.wall_seconds for record in comparable)
-        acceptance = [record.acceptance_rate for record in group if record.acceptance_rate is not None]
+        counted = [record for record in group if record.draft_tokens is not None]
         tokens = sum(record.generated_tokens for record in group)
-        passes = [record.main_passes for record in group]
+        steps = [record.tokens_per_step for record in group]
         rows.append({
             "stack": stack,
             "mode": mode,
@@ -747,8 +738,10 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
             "comparable_prompts": len(comparable),
             "speedup_vs_plain": plain_time / this_time if comparable and this_time > 0 else None,
             "identical_prompts": sum(bool(record.identical_to_plain) for record in group),
-            "mean_acceptance_rate": statistics.mean(acceptance) if acceptance else None,
-            "tokens_per_pass": tokens / sum(passes) if all(passes) else None,
+            "acceptance_rate": decoding_metrics.acceptance_rate(
+                sum(record.accepted_tokens for record in counted), sum(record.draft_tokens for record in counted))
+            if counted else None,
+            "tokens_per_pass": decoding_metrics.pooled_tokens_per_main_pass(steps) if all(steps) else None,
         })
     return rows
 
@@ -783,12 +776,13 @@ def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
     """Per speculative record: passes, acceptance, per-pass costs of draft and main, and Leviathan's prediction.
 
     cost ratio c = draft time per pass / main time per pass (from GenAI's
-    per-model inference durations). With a fixed K, the per-token acceptance
-    `a` that explains the measured tokens per main pass is recovered, and
-    `predicted_speedup(a, K, c)` is shown next to the measured speed-up; the
-    formula assumes a verification pass costs as much as a plain step.
+    per-model inference durations of this run; `utils.decoding_metrics.cost_ratio`).
+    With a fixed K, the per-token acceptance `a` that explains the measured
+    tokens per main pass is recovered, and `predicted_speedup(a, K, c)` is shown
+    next to the measured speed-up; the formula assumes a verification pass
+    costs as much as a plain step.
     """
-    from utils.speedup_model import acceptance_from_tokens_per_pass, predicted_speedup
+    from utils.speedup_model import predicted_speedup
 
     rows = []
     for record in records:
@@ -796,12 +790,11 @@ def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
             continue
         main_ms = record.main_model_metrics["inference_ms"] / max(record.main_model_metrics["passes"], 1)
         draft_ms = record.draft_model_metrics["inference_ms"] / max(record.draft_model_metrics["passes"], 1)
-        cost_ratio = draft_ms / main_ms if main_ms > 0 else None
+        cost_ratio = decoding_metrics.cost_ratio(draft_ms, main_ms) if main_ms > 0 else None
         k = record.num_assistant_tokens
         predicted = per_token_acceptance = None
-        if k and cost_ratio is not None:
-            tokens_per_pass = min(max(record.generated_tokens / record.main_passes, 1.0), k + 1.0)
-            per_token_acceptance = acceptance_from_tokens_per_pass(tokens_per_pass, k)
+        if k and cost_ratio is not None and record.tokens_per_pass is not None:
+            per_token_acceptance = decoding_metrics.per_token_acceptance(record.tokens_per_pass, k)
             predicted = predicted_speedup(per_token_acceptance, k, cost_ratio)
         rows.append({
             "prompt": record.prompt_id,

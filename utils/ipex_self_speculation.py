@@ -8,8 +8,8 @@ stops proposing when its top probability falls below ``th_stop_draft`` (or after
 
 The API, in the order notebook 04 uses it::
 
-    view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")
-    recipe = seed_recipe(pick_device())                       # bf16 on CPU, fp16 on XPU
+    view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")  # ipex_legacy_view
+    recipe = article_recipe(pick_device())                       # bf16 on CPU, fp16 on XPU
     model, tokenizer = load_self_speculative(view, recipe)    # main + INT4 draft
     ids = encode_chat(tokenizer, "Why is the sky blue?")
     run = generate_greedy(model, ids, max_new_tokens=48)      # speculative; run.stats from IPEX-LLM
@@ -17,17 +17,15 @@ The API, in the order notebook 04 uses it::
 
 Only this module's functions that take a model import torch / ipex_llm, and they
 do so inside the function: the module itself imports anywhere (the main venv's
-tests use its pure helpers). Run ``python -m utils.ipex_self_speculation peak-rss``
-in the IPEX-LLM environment to measure a load's peak memory in a fresh process.
+tests use its pure helpers). `measure_peak_rss` measures a load's peak memory in
+a fresh process (`utils.peak_memory`). The plots are in `utils.ipex_plots`.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -36,11 +34,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from utils import decoding_metrics
+from utils.ipex_legacy_view import legacy_model_view as legacy_model_view  # notebook 04: ss.legacy_model_view
 from utils.paths import REPO_ROOT
 from utils.text_compare import first_divergence
 
-# The seed article's recipe: bf16 on CPU, fp16 on Intel GPUs ("xpu").
-SEED_RECIPES: dict[str, dict[str, str]] = {
+# The source article's recipe: bf16 on CPU, fp16 on Intel GPUs ("xpu").
+ARTICLE_RECIPES: dict[str, dict[str, str]] = {
     "cpu": {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"},
     "xpu": {"torch_dtype": "float16", "load_in_low_bit": "fp16"},
 }
@@ -51,100 +51,6 @@ BYTES_PER_WEIGHT = {"bf16": 2.0, "fp16": 2.0, "sym_int4": 0.5625}  # int4: 4 bit
 
 class SelfSpeculationError(ValueError):
     """An input IPEX-LLM self-speculation cannot use; the message says what to do instead."""
-
-
-# --------------------------------------------------------------------------- the model folder
-
-
-def check_hf_folder(folder: Path | str) -> Path:
-    """The Hugging Face model folder, checked before anything is loaded."""
-    folder = Path(folder).expanduser()
-    how = ("Prepare it from the main environment: `python3 tutorial.py lab`, or "
-           "`.venv/bin/python -m utils.offline_pair` in the repository.")
-    if not folder.is_dir():
-        raise SelfSpeculationError(f"Model folder {folder} does not exist. {how}")
-    missing = [name for name in ("config.json", "tokenizer.json") if not (folder / name).is_file()]
-    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
-        missing.append("*.safetensors")
-    if missing:
-        raise SelfSpeculationError(f"Model folder {folder} is incomplete (missing {', '.join(missing)}). {how}")
-    return folder
-
-
-def legacy_config(config: dict) -> dict:
-    """A config.json that transformers 4.37 reads as the newer transformers meant it.
-
-    transformers >= 5 nests ``rope_theta`` under ``rope_parameters`` and writes
-    ``dtype``; 4.37 would silently fall back to rope_theta=10000 (wrong positions).
-    """
-    fixed = dict(config)
-    rope = fixed.get("rope_parameters") or {}
-    if "rope_theta" not in fixed and "rope_theta" in rope:
-        fixed["rope_theta"] = rope["rope_theta"]
-    if rope.get("rope_type", "default") != "default" and "rope_scaling" not in fixed:
-        raise SelfSpeculationError(f"RoPE type {rope['rope_type']!r} cannot be translated for transformers 4.37.")
-    if "torch_dtype" not in fixed and "dtype" in fixed:
-        fixed["torch_dtype"] = fixed["dtype"]
-    return fixed
-
-
-def legacy_tokenizer_json(tokenizer: dict) -> dict:
-    """A tokenizer.json that `tokenizers` 0.15 (pinned by transformers 4.37) can parse.
-
-    Newer `tokenizers` write BPE merges as ``["a", "b"]`` pairs and add
-    ``ignore_merges``; 0.15 expects ``"a b"`` strings and rejects the new key.
-    """
-    fixed = json.loads(json.dumps(tokenizer))
-    model = fixed.get("model", {})
-    if model.get("type") == "BPE":
-        merges = []
-        for merge in model.get("merges", []):
-            if isinstance(merge, list):
-                if any(" " in part for part in merge):
-                    raise SelfSpeculationError("A BPE merge contains a space; it cannot be written in the old format.")
-                merge = " ".join(merge)
-            merges.append(merge)
-        model["merges"] = merges
-        model.pop("ignore_merges", None)
-    return fixed
-
-
-def legacy_tokenizer_config(config: dict, chat_template: str | None) -> dict:
-    """tokenizer_config.json for transformers 4.37: a class it knows and the chat template inline."""
-    fixed = dict(config)
-    fixed["tokenizer_class"] = "PreTrainedTokenizerFast"
-    fixed.pop("backend", None)
-    fixed["model_input_names"] = ["input_ids", "attention_mask"]  # token_type_ids would break generate()
-    if chat_template and "chat_template" not in fixed:
-        fixed["chat_template"] = chat_template
-    return fixed
-
-
-def legacy_model_view(folder: Path | str, view: Path | str) -> Path:
-    """A folder transformers 4.37 loads correctly: fixed small files, weights linked (not copied).
-
-    Returns `view`. Safe to call again; it rewrites the small files each time.
-    """
-    source = check_hf_folder(folder).resolve()
-    view = Path(view)
-    view.mkdir(parents=True, exist_ok=True)
-    read = lambda name: json.loads((source / name).read_text(encoding="utf-8"))  # noqa: E731
-    write = lambda name, data: (view / name).write_text(json.dumps(data, indent=1, ensure_ascii=False),  # noqa: E731
-                                                        encoding="utf-8")
-    write("config.json", legacy_config(read("config.json")))
-    write("tokenizer.json", legacy_tokenizer_json(read("tokenizer.json")))
-    template_file = source / "chat_template.jinja"
-    template = template_file.read_text(encoding="utf-8") if template_file.is_file() else None
-    tokenizer_config = read("tokenizer_config.json") if (source / "tokenizer_config.json").is_file() else {}
-    write("tokenizer_config.json", legacy_tokenizer_config(tokenizer_config, template))
-    for item in source.iterdir():
-        if item.name in {"config.json", "tokenizer.json", "tokenizer_config.json"} or item.name.startswith("."):
-            continue
-        link = view / item.name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(item)
-    return view
 
 
 # --------------------------------------------------------------------------- device, recipe, loading
@@ -158,11 +64,11 @@ def pick_device() -> str:
     return "xpu" if xpu is not None and xpu.is_available() else "cpu"
 
 
-def seed_recipe(device: str) -> dict[str, str]:
-    """The seed article's `from_pretrained` precision settings for a device ('cpu' or 'xpu')."""
-    if device not in SEED_RECIPES:
+def article_recipe(device: str) -> dict[str, str]:
+    """The source article's `from_pretrained` precision settings for a device ('cpu' or 'xpu')."""
+    if device not in ARTICLE_RECIPES:
         raise SelfSpeculationError(f"Unknown device {device!r}: IPEX-LLM runs on 'cpu' or 'xpu' (Intel GPU).")
-    return dict(SEED_RECIPES[device])
+    return dict(ARTICLE_RECIPES[device])
 
 
 def set_threads(threads: int) -> int:
@@ -191,7 +97,7 @@ def load_tokenizer(view: Path | str) -> Any:
 
 
 def load_self_speculative(view: Path | str, recipe: dict[str, str], speculative: bool = True) -> tuple[Any, Any]:
-    """The seed's call, verbatim but for the precision from `recipe`; returns (model, tokenizer).
+    """The source article's call, verbatim but for the precision from `recipe`; returns (model, tokenizer).
 
     ``speculative=True`` also loads the INT4 draft into ``model.draft_model``.
     The device placement (``.to('xpu')``) is done here for Intel GPUs.
@@ -259,8 +165,9 @@ class SpeculationStats:
     """What IPEX-LLM recorded about its last speculative `generate` call (reset on every call).
 
     drafted_per_step[i]: tokens the INT4 draft proposed in verify step i.
-    tokens_per_step[i]: tokens step i added (accepted drafts + the main model's own token).
-    Times in seconds.
+    tokens_per_step[i]: tokens step i added (accepted drafts + the main model's own token),
+    IPEX-LLM's ``accept_num`` (the prefill pass is not in it). Times in seconds.
+    Acceptance and tokens per pass follow `utils.decoding_metrics`.
     """
 
     drafted: int
@@ -283,11 +190,17 @@ class SpeculationStats:
     @property
     def acceptance_rate(self) -> float:
         """Accepted / drafted tokens: the fraction of the draft's proposals the main model kept."""
-        return self.accepted / self.drafted if self.drafted else 0.0
+        return decoding_metrics.acceptance_rate(self.accepted, self.drafted) or 0.0
+
+    @property
+    def main_pass_steps(self) -> list[int]:
+        """Tokens per main-model pass, the prefill pass first, cut to the generated tokens."""
+        return decoding_metrics.ipex_llm_steps(self.tokens_per_step, self.generated_tokens)
 
     @property
     def mean_tokens_per_step(self) -> float:
-        return statistics.mean(self.tokens_per_step) if self.tokens_per_step else 0.0
+        """Mean tokens per verification pass (`utils.decoding_metrics.tokens_per_main_pass`)."""
+        return decoding_metrics.tokens_per_main_pass(self.main_pass_steps) or 0.0
 
     @property
     def mean_drafted_per_step(self) -> float:
@@ -725,9 +638,8 @@ def summary_rows(comparisons: Sequence[Comparison], cost_ratio: float | None, pr
         "speed-up": comparison.speedup,
         "speed-up (CPU time)": comparison.speedup_cpu,
         "acceptance": comparison.acceptance_rate,
-        "tokens/pass": comparison.speculative_tokens / (comparison.stats.steps + 1) if comparison.stats else None,
         "k": max(1, round(comparison.drafted_per_step)),
-        "tokens/step": comparison.tokens_per_step,
+        "tokens/pass": comparison.tokens_per_step,
         "identical to plain": comparison.first_divergence is None,
         "first difference": comparison.first_divergence,
         "cost ratio c": cost_ratio,
@@ -749,8 +661,8 @@ def step_costs(comparisons: Sequence[Comparison]) -> list[dict]:
             "backend": "IPEX-LLM",
             "draft": "INT4 copy",
             "prompt": comparison.prompt_id,
-            "verify pass / plain step": comparison.verify_ms_per_step / plain_ms,
-            "draft pass / plain step": comparison.draft_ms_per_token / plain_ms,
+            "verify pass / plain step": decoding_metrics.verification_cost(comparison.verify_ms_per_step, plain_ms),
+            "draft pass / plain step": decoding_metrics.cost_ratio(comparison.draft_ms_per_token, plain_ms),
         })
     return rows
 
@@ -758,30 +670,28 @@ def step_costs(comparisons: Sequence[Comparison]) -> list[dict]:
 def formula_check(rows: Sequence[dict], costs: Sequence[dict] = ()) -> list[dict]:
     """Leviathan's predicted speed-up beside the measured ones, for side-by-side rows of either backend.
 
-    Each row needs ``k`` (tokens drafted per verify step), ``tokens/step``
-    (tokens each verify step produced) and ``cost ratio c``. The per-token
-    acceptance ``a`` is the one that explains the measured tokens per step
-    with that k (`utils.speedup_model.acceptance_from_tokens_per_pass`).
+    Each row needs ``k`` (tokens drafted per verify step), ``tokens/pass``
+    (tokens per verification pass) and ``cost ratio c``. The per-token
+    acceptance ``a`` is the one that explains the measured tokens per pass
+    with that k (`utils.decoding_metrics.per_token_acceptance`).
     "predicted" assumes a verify pass costs one plain step and a draft pass c;
     when `costs` (from `step_costs` / `ov_self_speculation.pipeline_step_costs`)
     has the row's measured pass costs, "predicted (measured passes)" uses those.
     """
-    from utils.speedup_model import (acceptance_from_tokens_per_pass, predicted_speedup,
-                                     predicted_speedup_with_step_times)
+    from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
     by_run = {(cost["backend"], cost["draft"], cost["prompt"]): cost for cost in costs}
     checked = []
     for row in rows:
         draft_length, cost_ratio = row["k"], row["cost ratio c"]
-        tokens = min(max(row["tokens/step"], 1.0), draft_length + 1.0)
-        acceptance = acceptance_from_tokens_per_pass(tokens, draft_length)
+        acceptance = decoding_metrics.per_token_acceptance(row["tokens/pass"], draft_length)
         cost = by_run.get((row["backend"], row["draft"], row["prompt"]))
         checked.append({
             "backend": row["backend"],
             "draft": row["draft"],
             "prompt": row["prompt"],
             "k": draft_length,
-            "tokens/step": row["tokens/step"],
+            "tokens/pass": row["tokens/pass"],
             "a": acceptance,
             "c": cost_ratio,
             "predicted": predicted_speedup(acceptance, draft_length, cost_ratio),
@@ -852,15 +762,15 @@ def run_main_python(module_args: Sequence[str], python: Path | str | None = None
 
 def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", max_new_tokens: int = 32,
                      threads: int = 1) -> dict:
-    """Peak resident memory of a fresh process that loads the model and generates once (CLI below)."""
-    arguments = [sys.executable, "-m", "utils.ipex_self_speculation", "peak-rss", "--view", str(view),
-                 "--device", device, "--max-new-tokens", str(max_new_tokens), "--threads", str(threads)]
-    if speculative:
-        arguments.append("--speculative")
-    completed = subprocess.run(arguments, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
-    if completed.returncode != 0:
-        raise RuntimeError(f"peak-rss measurement failed:\n{completed.stderr[-3000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    """Peak resident memory of a fresh process that loads the model and generates once (`load_and_generate`).
+
+    Measured by `utils.peak_memory` (VmHWM of the child itself).
+    """
+    from utils.peak_memory import measure_in_fresh_process
+
+    return measure_in_fresh_process("utils.ipex_self_speculation:load_and_generate", {
+        "view": str(view), "speculative": speculative, "device": device, "max_new_tokens": max_new_tokens,
+        "threads": threads})
 
 
 def weight_bytes(module: Any, exclude_prefix: str = "draft_model.") -> int:
@@ -888,139 +798,19 @@ def streamed_weight_bytes(model: Any) -> int:
     return total
 
 
-def _peak_rss_main(arguments: argparse.Namespace) -> None:
-    import resource
+def load_and_generate(view: str, speculative: bool, device: str, max_new_tokens: int, threads: int) -> dict:
+    """Load the model (with its INT4 draft if `speculative`) and generate once: the work `measure_peak_rss` measures."""
+    from utils.peak_memory import current_rss_bytes
 
-    import psutil
-
-    process = psutil.Process()
-    before = process.memory_info().rss
-    set_threads(arguments.threads)
-    model, tokenizer = load_self_speculative(arguments.view, seed_recipe(arguments.device), arguments.speculative)
-    after_load = process.memory_info().rss
+    set_threads(threads)
+    model, tokenizer = load_self_speculative(view, article_recipe(device), speculative)
+    after_load = current_rss_bytes()
     ids = encode_chat(tokenizer, "Write a short story about a lighthouse keeper.")
-    generate_greedy(model, ids, max_new_tokens=arguments.max_new_tokens, speculative=arguments.speculative)
-    after_generate = process.memory_info().rss
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    result = {
-        "speculative": arguments.speculative,
-        "rss_before_load_mb": before / 1e6,
+    generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=speculative)
+    return {
+        "speculative": speculative,
         "rss_after_load_mb": after_load / 1e6,
-        "rss_after_generate_mb": after_generate / 1e6,
-        "peak_rss_mb": peak / 1e6,
+        "rss_after_generate_mb": current_rss_bytes() / 1e6,
         "main_weights_mb": weight_bytes(model) / 1e6,
-        "draft_weights_mb": weight_bytes(model.draft_model) / 1e6 if arguments.speculative else 0.0,
+        "draft_weights_mb": weight_bytes(model.draft_model) / 1e6 if speculative else 0.0,
     }
-    print(json.dumps(result))
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="IPEX-LLM self-speculation helpers (run in the IPEX-LLM env).")
-    commands = parser.add_subparsers(dest="command", required=True)
-    peak = commands.add_parser("peak-rss", help="load + generate once, print peak RSS as JSON")
-    peak.add_argument("--view", required=True, help="folder made by legacy_model_view()")
-    peak.add_argument("--device", default="cpu", choices=sorted(SEED_RECIPES))
-    peak.add_argument("--speculative", action="store_true")
-    peak.add_argument("--max-new-tokens", type=int, default=32)
-    peak.add_argument("--threads", type=int, default=1)
-    arguments = parser.parse_args(argv)
-    if arguments.command == "peak-rss":
-        _peak_rss_main(arguments)
-
-
-if __name__ == "__main__":
-    main()
-
-
-# --------------------------------------------------------------------------- plots (matplotlib, imported lazily)
-
-
-def plot_step_statistics(stats: SpeculationStats, title: str = "") -> Any:
-    """Per verify step: tokens drafted vs accepted, and the time spent drafting vs verifying."""
-    import matplotlib.pyplot as plt
-
-    steps = range(1, stats.steps + 1)
-    figure, (counts, times) = plt.subplots(1, 2, figsize=(11, 3.4))
-    counts.bar(steps, stats.drafted_per_step, color="#c9d6ea", label="drafted by the INT4 copy")
-    counts.bar(steps, stats.accepted_per_step, color="#3465a4", label="accepted by the main model")
-    counts.set(xlabel="verify step", ylabel="tokens", title=f"acceptance {stats.acceptance_rate:.0%}")
-    counts.legend(fontsize=8)
-    times.bar(steps, [1000 * t for t in stats.draft_seconds], color="#f0a35e", label="draft")
-    times.bar(steps, [1000 * t for t in stats.verify_seconds], bottom=[1000 * t for t in stats.draft_seconds],
-              color="#7a7a7a", label="verify")
-    times.set(xlabel="verify step", ylabel="ms", title="time per step")
-    times.legend(fontsize=8)
-    figure.suptitle(title)
-    figure.tight_layout()
-    return figure
-
-
-def plot_sweep(comparisons: Sequence[Comparison], title: str = "") -> Any:
-    """Acceptance, tokens per verify step and speed-up for each draft setting, one line per prompt."""
-    import matplotlib.pyplot as plt
-
-    labels = list(dict.fromkeys(setting_label(comparison.setting) for comparison in comparisons))
-    prompts = list(dict.fromkeys(comparison.prompt_id for comparison in comparisons))
-    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharex=True)
-    metrics = (("acceptance", lambda c: c.acceptance_rate), ("tokens per verify step", lambda c: c.tokens_per_step),
-               ("speed-up vs plain", lambda c: c.speedup))
-    for axis, (name, value) in zip(axes, metrics):
-        for prompt in prompts:
-            by_label = {setting_label(c.setting): value(c) for c in comparisons if c.prompt_id == prompt}
-            axis.plot(range(len(labels)), [by_label.get(label, float("nan")) for label in labels], "o-", label=prompt)
-        axis.set_title(name)
-        axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
-    axes[2].axhline(1.0, color="black", linewidth=0.8)
-    axes[0].legend(fontsize=8)
-    figure.suptitle(title)
-    figure.tight_layout()
-    return figure
-
-
-def plot_side_by_side(rows: Sequence[dict], title: str = "", speedup_key: str = "speed-up (CPU time)") -> Any:
-    """Speed-up and acceptance per prompt for every backend/draft (rows from both `summary_rows`)."""
-    import matplotlib.pyplot as plt
-
-    systems = list(dict.fromkeys(f"{row['backend']}, {row['draft']}" for row in rows))
-    prompts = list(dict.fromkeys(row["prompt"] for row in rows))
-    width = 0.8 / len(systems)
-    figure, axes = plt.subplots(1, 2, figsize=(12, 3.6))
-    for axis, key in zip(axes, (speedup_key, "acceptance")):
-        for index, system in enumerate(systems):
-            values = {row["prompt"]: row[key] for row in rows if f"{row['backend']}, {row['draft']}" == system}
-            positions = [p + index * width - 0.4 + width / 2 for p in range(len(prompts))]
-            axis.bar(positions, [values.get(prompt) or 0.0 for prompt in prompts], width, label=system)
-        axis.set_xticks(range(len(prompts)), prompts, fontsize=8)
-        axis.set_title(key)
-    axes[0].axhline(1.0, color="black", linewidth=0.8)
-    axes[0].legend(fontsize=8)
-    figure.suptitle(title)
-    figure.tight_layout()
-    return figure
-
-
-def plot_payoff(acceptance: float, draft_length: int, measured: dict[str, float], fit: dict,
-                sizes: Sequence[float] = (1.35e8, 5e8, 1.5e9, 3e9, 7e9, 1.3e10, 3.4e10, 7e10)) -> Any:
-    """Left: predicted speed-up against the cost ratio c, measured c's marked. Right: c and speed-up by model size."""
-    import matplotlib.pyplot as plt
-
-    from utils.speedup_model import predicted_speedup
-
-    figure, (by_cost, by_size) = plt.subplots(1, 2, figsize=(12, 3.8))
-    costs = [i / 100 for i in range(0, 101)]
-    by_cost.plot(costs, [predicted_speedup(acceptance, draft_length, c) for c in costs], color="#3465a4")
-    for label, c in measured.items():
-        by_cost.plot([c], [predicted_speedup(acceptance, draft_length, c)], "o", label=f"{label}: c={c:.2f}")
-    by_cost.axhline(1.0, color="black", linewidth=0.8)
-    by_cost.set(xlabel="cost ratio c = draft step / main step", ylabel="predicted speed-up",
-                title=f"a={acceptance:.2f}, k={draft_length}")
-    by_cost.legend(fontsize=8)
-    ratios = [predicted_cost_ratio(size, fit) for size in sizes]
-    by_size.semilogx(sizes, [predicted_speedup(acceptance, draft_length, c) for c in ratios], "o-",
-                     label="predicted speed-up")
-    by_size.semilogx(sizes, ratios, "s--", label="predicted c (INT4 / bf16)")
-    by_size.axhline(1.0, color="black", linewidth=0.8)
-    by_size.set(xlabel="parameters", title="if step time = overhead + weight bytes / bandwidth")
-    by_size.legend(fontsize=8)
-    figure.tight_layout()
-    return figure

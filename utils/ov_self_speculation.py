@@ -65,20 +65,25 @@ def read_prompts(path: Path | str) -> list[dict]:
 
 
 def cost_ratios(main_ms_per_token: float, draft_ms_per_token: dict[str, float]) -> dict[str, float]:
-    """c for each draft: its plain time per token over the main model's."""
-    if main_ms_per_token <= 0:
-        raise ValueError(f"main time per token must be > 0, got {main_ms_per_token}.")
-    return {name: value / main_ms_per_token for name, value in draft_ms_per_token.items()}
+    """c for each draft: its plain time per token over the main model's (`utils.decoding_metrics.cost_ratio`)."""
+    from utils.decoding_metrics import cost_ratio
+
+    return {name: cost_ratio(value, main_ms_per_token) for name, value in draft_ms_per_token.items()}
 
 
 def summary_rows(results: dict) -> list[dict]:
-    """One row per (draft, prompt) from this module's JSON, in the notebook's side-by-side format."""
+    """One row per (draft, prompt) from this module's JSON, in the notebook's side-by-side format.
+
+    "tokens/pass" is `utils.decoding_metrics.tokens_per_main_pass` (the prefill pass left out).
+    """
+    from utils.decoding_metrics import tokens_per_main_pass
+
     rows = []
     for record in results["records"]:
         if record["mode"] != "speculative":
             continue
         draft = record["draft"]
-        passes = record.get("main_passes")
+        steps = record.get("tokens_per_step")
         rows.append({
             "backend": "OpenVINO GenAI",
             "draft": f"{draft} copy",
@@ -89,10 +94,8 @@ def summary_rows(results: dict) -> list[dict]:
             "speed-up": record["speedup_vs_plain"],
             "speed-up (CPU time)": record.get("speedup_cpu"),
             "acceptance": record["acceptance_rate"],
-            "tokens/pass": record["generated_tokens"] / passes if passes else None,
             "k": results["settings"]["num_assistant_tokens"],
-            # the first pass (the prompt) yields one token; every later pass is a verify step
-            "tokens/step": (record["generated_tokens"] - 1) / (passes - 1) if passes and passes > 1 else None,
+            "tokens/pass": tokens_per_main_pass(steps) if steps else None,
             "identical to plain": record["identical_to_plain"],
             "first difference": record["first_difference"],
             "cost ratio c": results["cost_ratio"].get(draft),
@@ -108,8 +111,10 @@ def pipeline_step_costs(results: dict) -> list[dict]:
     that run): verify pass = (main inference time - its time to first token) /
     (main passes - 1); draft pass = draft inference time / draft passes. Both are
     divided by the plain run's time per output token on the same prompt.
-    Leviathan's formula assumes 1 and c for these two.
+    Leviathan's formula assumes 1 and c for these two (`utils.decoding_metrics`).
     """
+    from utils.decoding_metrics import cost_ratio, verification_cost
+
     plain = {record["prompt_id"]: record for record in results["records"] if record["mode"] == "plain"}
     rows = []
     for record in results["records"]:
@@ -123,8 +128,8 @@ def pipeline_step_costs(results: dict) -> list[dict]:
             "backend": "OpenVINO GenAI",
             "draft": f"{record['draft']} copy",
             "prompt": record["prompt_id"],
-            "verify pass / plain step": verify_ms / reference,
-            "draft pass / plain step": draft_ms / reference,
+            "verify pass / plain step": verification_cost(verify_ms, reference),
+            "draft pass / plain step": cost_ratio(draft_ms, reference),
             "c (draft alone)": results["cost_ratio"].get(record["draft"]),
             "draft passes / verify pass": draft["passes"] / (main["passes"] - 1),
         })
@@ -167,11 +172,8 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     pipeline) after one warm-up per pipeline. The cost ratio c of each draft is
     its plain decode step over the main model's, in CPU time.
     """
-    import openvino_genai
-
     from utils.generation import (DecodingSettings, LoadedPipeline, check_draft_folder, check_main_folder,
-                                  compare_with_plain, device_properties, encode_prompt, make_scheduler_config,
-                                  run_prompt)
+                                  compare_with_plain, encode_prompt, load_pipeline, run_prompt)
     from utils.prompts import LONG_PROMPT_MIN_TOKENS, Prompt
 
     if repeats < 1:
@@ -179,16 +181,10 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     shared = read_prompts(prompts_file)
     main_dir = check_main_folder(main_dir)
     drafts = {name: check_draft_folder(folder, main_dir) for name, folder in drafts.items()}
-    properties = device_properties(precision, threads if threads > 0 else None)
 
     def loaded(mode: str, main: Path, draft: Path | None) -> LoadedPipeline:
-        extra = {"draft_model": openvino_genai.draft_model(str(draft), device, **properties)} if draft else {}
-        started = time.perf_counter()
-        pipeline = openvino_genai.LLMPipeline(str(main), device, scheduler_config=make_scheduler_config(),
-                                              **extra, **properties)
-        return LoadedPipeline(mode=mode, pipeline=pipeline, main_dir=main, draft_dir=draft, device=device,
-                              precision=precision, backend="continuous_batching",
-                              load_seconds=time.perf_counter() - started)
+        return load_pipeline(mode, main, device, draft_dir=draft, precision=precision,
+                             threads=threads if threads > 0 else None)
 
     def timed(pipeline: LoadedPipeline, prompt: Prompt, settings: DecodingSettings) -> tuple[Any, float]:
         started = time.process_time()

@@ -157,11 +157,6 @@ PROMPTS: tuple[Prompt, ...] = (
 )
 
 
-def all_prompts() -> list[Prompt]:
-    """Every built-in prompt, in a stable order."""
-    return list(PROMPTS)
-
-
 def get_prompt(prompt_id: str) -> Prompt:
     """One prompt by id; an unknown id lists the known ones."""
     for prompt in PROMPTS:

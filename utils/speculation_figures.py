@@ -183,8 +183,13 @@ def plot_speedup_by_task(records: Sequence[GenerationRecord], title: str = "") -
 
 
 def plot_tokens_per_pass(records: Sequence[GenerationRecord], title: str = "") -> Any:
-    """Mean tokens per main-model pass by task and (mode, setting): 1.0 means speculation saved nothing."""
+    """Mean tokens per main-model pass by task and (mode, setting): 1.0 means speculation saved nothing.
+
+    Tokens per pass as `utils.decoding_metrics.tokens_per_main_pass` defines it, pooled over prompts.
+    """
     import matplotlib.pyplot as plt
+
+    from utils.decoding_metrics import pooled_tokens_per_main_pass
 
     groups, tasks = _groups(records), _tasks(records)
     figure, ax = plt.subplots(figsize=(max(6, 2.2 * len(tasks)), 3.6))
@@ -192,10 +197,10 @@ def plot_tokens_per_pass(records: Sequence[GenerationRecord], title: str = "") -
     for group_index, key in enumerate(groups):
         for task_index, task in enumerate(tasks):
             members = [r for r in records if (r.backend, r.mode, r.setting) == key and r.task == task
-                       and r.main_passes]
-            if not members:
+                       and r.tokens_per_step]
+            value = pooled_tokens_per_main_pass([r.tokens_per_step for r in members]) if members else None
+            if value is None:
                 continue
-            value = sum(r.generated_tokens for r in members) / sum(r.main_passes for r in members)
             x = task_index + (group_index - (len(groups) - 1) / 2) * width
             ax.bar(x, value, width * 0.95, color=f"C{group_index}",
                    label=_group_label(key, records) if task_index == 0 else None)

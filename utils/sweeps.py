@@ -15,7 +15,8 @@ versions. A re-run loads finished points without loading any model;
     result = run_sweep(pair, k_points([1, 2, 3, 4]), sweep_prompts(), name="K")
     result.rows(by="task")      # speed-up, acceptance, tokens per pass per K and task type
 
-Also here, because they are sweeps too: `measure_concurrency` (several requests
+Finished points are stored by `utils.result_cache.ResultCache` (also used by
+`utils.autotune`). Also here, because they are sweeps too: `measure_concurrency` (several requests
 at once through the continuous-batching pipeline), `measure_memory` (peak RSS
 of a pipeline in a child process, for scheduler cache settings) and cached
 wrappers around `utils.verification_cost`.
@@ -24,20 +25,14 @@ Heavy imports (openvino_genai) happen inside functions.
 """
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
+from utils import decoding_metrics
 from utils.generation import (
     DecodingSettings,
     GenerationRecord,
@@ -46,126 +41,18 @@ from utils.generation import (
     check_draft_folder,
     check_main_folder,
     compare_with_plain,
+    device_properties,
     load_pipeline,
     make_scheduler_config,
     measure_side_by_side,
 )
 from utils.model_catalogue import ModelPair, ModelSpec
-from utils.paths import REPO_ROOT, build_dir
+from utils.peak_memory import measure_in_fresh_process
 from utils.prompts import Prompt, as_prompt, select_prompts
-from utils.speedup_model import acceptance_from_tokens_per_pass
-
-CACHE_VERSION = 3  # 2: pipelines compute token probabilities (request_token_probabilities); 3: VmHWM
-CACHE_FOLDER_NAME = "sweep-cache"
-VERSIONED_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers")
-INFERENCE_PRECISIONS = ("default", "f32", "bf16", "f16")
-
-
-# --------------------------------------------------------------------------- disk cache
-
-
-def package_versions(packages: Iterable[str] = VERSIONED_PACKAGES) -> dict[str, str]:
-    """Installed versions of the packages whose behaviour the measurements depend on."""
-    versions = {}
-    for package in packages:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
-
-
-def model_fingerprint(folder: Path) -> str:
-    """Identity of a model folder: its build marker's content if any, else the weights' size and mtime."""
-    folder = Path(folder)
-    marker = folder / ".complete"
-    if marker.is_file():
-        return hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
-    weights = folder / "openvino_model.bin"
-    if weights.is_file():
-        status = weights.stat()
-        return f"{status.st_size}-{int(status.st_mtime)}"
-    return "missing"
-
-
-class ResultCache:
-    """JSON results on disk, one file per key (a dict), named by the key's hash.
-
-    enabled=False turns it into a no-op (nothing read, nothing written).
-    """
-
-    def __init__(self, folder: Path | str | None = None, enabled: bool = True) -> None:
-        self.folder = Path(folder) if folder is not None else build_dir() / CACHE_FOLDER_NAME
-        self.enabled = enabled
-
-    @staticmethod
-    def digest(key: dict) -> str:
-        canonical = json.dumps({"cache_version": CACHE_VERSION, **key}, sort_keys=True, default=str)
-        return hashlib.sha256(canonical.encode()).hexdigest()[:24]
-
-    def path_of(self, key: dict) -> Path:
-        return self.folder / f"{key.get('kind', 'result')}-{self.digest(key)}.json"
-
-    def get(self, key: dict) -> Any | None:
-        """The stored value for `key`, or None (also for unreadable files, which are then measured again)."""
-        if not self.enabled:
-            return None
-        path = self.path_of(key)
-        if not path.is_file():
-            return None
-        try:
-            return json.loads(path.read_text())["value"]
-        except (json.JSONDecodeError, KeyError):
-            return None
-
-    def put(self, key: dict, value: Any) -> None:
-        if not self.enabled:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.path_of(key)
-        temporary = path.with_suffix(".tmp")
-        stored = {"key": key, "stored_at": dt.datetime.now(dt.timezone.utc).isoformat(), "value": value}
-        temporary.write_text(json.dumps(stored, indent=1, default=str))
-        temporary.replace(path)
-
-    def get_or_compute(self, key: dict, compute: Callable[[], Any]) -> tuple[Any, bool]:
-        """(value, True) from the cache, or (compute(), False) after storing it."""
-        cached = self.get(key)
-        if cached is not None:
-            return cached, True
-        value = compute()
-        self.put(key, value)
-        return value, False
-
-    def clear(self) -> int:
-        """Delete every cached result; returns how many files were removed."""
-        if not self.folder.is_dir():
-            return 0
-        removed = 0
-        for path in self.folder.glob("*.json"):
-            path.unlink()
-            removed += 1
-        return removed
-
-
-def make_cache(use_cache: bool = True, clear_cache: bool = False, folder: Path | str | None = None) -> ResultCache:
-    """The cache a notebook passes to every sweep; `clear_cache=True` empties it first."""
-    cache = ResultCache(folder, enabled=use_cache)
-    if clear_cache:
-        cache.clear()
-    return cache
-
+from utils.result_cache import ResultCache, model_fingerprint, package_versions
+from utils.result_cache import make_cache as make_cache  # notebook 05 calls sweeps.make_cache
 
 # --------------------------------------------------------------------------- pipelines
-
-
-def precision_properties(precision: str | None) -> dict[str, str]:
-    """OpenVINO properties for an inference precision: "default"/None keeps the device's choice."""
-    if precision is None or precision == "default":
-        return {}
-    if precision not in INFERENCE_PRECISIONS:
-        raise SpeculationSetupError(f"precision must be one of {INFERENCE_PRECISIONS}, got '{precision}'.")
-    return {"INFERENCE_PRECISION_HINT": precision}
 
 
 @dataclass(frozen=True)
@@ -189,8 +76,8 @@ class PipelineSpec:
     max_num_batched_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        precision_properties(self.main_precision)
-        precision_properties(self.draft_precision)
+        device_properties(self.main_precision)
+        device_properties(self.draft_precision)
         if self.mode != "speculative" and (self.draft_variant is not None or self.draft_precision is not None):
             raise SpeculationSetupError(f"A {self.mode} pipeline has no draft: leave draft_variant/draft_precision None.")
 
@@ -231,31 +118,12 @@ def request_token_probabilities(loaded: LoadedPipeline) -> LoadedPipeline:
 
 
 def load_spec_pipeline(pair: ModelPair, spec: PipelineSpec, device: str = "CPU") -> LoadedPipeline:
-    """Build the pipeline `spec` describes; a draft may run at another precision than the main model."""
+    """Build the pipeline `spec` describes (`utils.generation.load_pipeline`), with token probabilities on."""
     draft = spec.draft_spec(pair)
-    same_precision = spec.draft_precision in (None, spec.main_precision)
-    if spec.main_precision in ("default", "f32") and same_precision:
-        return request_token_probabilities(load_pipeline(
-            spec.mode, pair.main.path, device, draft_dir=draft.path if draft else None,
-            precision=spec.main_precision, cache_size_gb=spec.cache_size_gb,
-            max_num_batched_tokens=spec.max_num_batched_tokens))
-    import openvino_genai
-
-    main_path = check_main_folder(pair.main.path)
-    arguments: dict[str, Any] = dict(precision_properties(spec.main_precision))
-    arguments["scheduler_config"] = make_scheduler_config(spec.cache_size_gb, spec.max_num_batched_tokens)
-    draft_path = None
-    if draft is not None:
-        draft_path = check_draft_folder(draft.path, main_path)
-        arguments["draft_model"] = openvino_genai.draft_model(
-            str(draft_path), device, **precision_properties(spec.draft_precision or spec.main_precision))
-    elif spec.mode == "prompt_lookup":
-        arguments["prompt_lookup"] = True
-    started = time.perf_counter()
-    pipeline = openvino_genai.LLMPipeline(str(main_path), device, **arguments)
-    return request_token_probabilities(LoadedPipeline(
-        mode=spec.mode, pipeline=pipeline, main_dir=main_path, draft_dir=draft_path, device=device,
-        precision=spec.main_precision, backend="continuous_batching", load_seconds=time.perf_counter() - started))
+    return request_token_probabilities(load_pipeline(
+        spec.mode, pair.main.path, device, draft_dir=draft.path if draft else None,
+        precision=spec.main_precision, cache_size_gb=spec.cache_size_gb,
+        max_num_batched_tokens=spec.max_num_batched_tokens, draft_precision=spec.draft_precision))
 
 
 class PipelinePool:
@@ -402,12 +270,6 @@ def _records_or_none(stored: Any) -> list[GenerationRecord] | None:
         return None
 
 
-def _verification_steps(record: GenerationRecord) -> list[int]:
-    """Tokens per verification pass, without the prefill pass and the last (possibly truncated) pass."""
-    steps = record.tokens_per_step or []
-    return list(steps[1:-1])
-
-
 def _group_of(record: GenerationRecord, by: str | None, lengths: dict[str, str]) -> str:
     if by is None:
         return "all"
@@ -424,20 +286,20 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     """Speed-up, acceptance and tokens per pass over compared candidate records (one group).
 
     speedup: total plain time / total time over the prompts whose token counts
-    matched plain (None if none did). acceptance_rate: mean of GenAI's draft
-    acceptance rate. tokens_per_pass: mean tokens per verification pass (the
-    prefill pass and the last, possibly truncated, pass left out).
-    per_token_acceptance: Leviathan's a that explains tokens_per_pass at K.
+    matched plain (None if none did). acceptance_rate, tokens_per_pass and
+    per_token_acceptance (Leviathan's a that explains tokens_per_pass at K) are
+    `utils.decoding_metrics`' definitions, pooled over the records.
     """
     comparable = [record for record in records if record.speedup_vs_plain is not None]
     plain_seconds = sum(record.wall_seconds * record.speedup_vs_plain for record in comparable)
     seconds = sum(record.wall_seconds for record in comparable)
-    acceptance = [record.acceptance_rate for record in records if record.acceptance_rate is not None]
-    steps = [step for record in records for step in _verification_steps(record)]
-    tokens_per_pass = statistics.mean(steps) if steps else None
-    per_token = None
-    if tokens_per_pass is not None and draft_length:
-        per_token = acceptance_from_tokens_per_pass(min(max(tokens_per_pass, 1.0), draft_length + 1.0), draft_length)
+    counted = [record for record in records if record.draft_tokens is not None]
+    acceptance = decoding_metrics.acceptance_rate(sum(record.accepted_tokens for record in counted),
+                                                  sum(record.draft_tokens for record in counted)) if counted else None
+    runs = [record.tokens_per_step for record in records if record.tokens_per_step]
+    steps = [step for run in runs for step in decoding_metrics.verification_steps(run)]
+    tokens_per_pass = decoding_metrics.pooled_tokens_per_main_pass(runs)
+    per_token = decoding_metrics.per_token_acceptance(tokens_per_pass, draft_length) if draft_length else None
     main_ms = [record.main_model_metrics["inference_ms"] / record.main_model_metrics["passes"]
                for record in records if record.main_model_metrics and record.main_model_metrics.get("passes")]
     return {
@@ -447,7 +309,7 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
         "plain_seconds": plain_seconds,
         "seconds": seconds,
         "generated_tokens": sum(record.generated_tokens for record in records),
-        "acceptance_rate": statistics.mean(acceptance) if acceptance else None,
+        "acceptance_rate": acceptance,
         "tokens_per_pass": tokens_per_pass,
         "max_tokens_per_pass": max(steps) if steps else None,
         "per_token_acceptance": per_token,
@@ -526,10 +388,6 @@ class SweepResult:
     def speedup_by_value(self, prompt_ids: Sequence[str] | None = None) -> dict[Any, float]:
         """Speed-up over all (or the given) prompts for each swept value."""
         return {row["value"]: row["speedup"] for row in self.rows(None, prompt_ids) if row["speedup"] is not None}
-
-    @property
-    def cached_points(self) -> int:
-        return sum(result.from_cache for result in self.points)
 
 
 def _prompt_key(prompts: Sequence[Prompt]) -> list[list[str]]:
@@ -627,6 +485,8 @@ def run_sweep(
     Models are loaded only if some point is not cached. Missing points that run
     on the same pipeline are measured together (`measure_points`: plain decoding
     timed once, everything interleaved); each point is then cached on its own.
+    progress: a tqdm bar over the points (cached ones count at once), with the
+    current run as its postfix.
     """
     if not points:
         raise ValueError("A sweep needs at least one point.")
@@ -644,19 +504,28 @@ def run_sweep(
         results.append(PointResult(point, cached_records, from_cache=True) if cached_records is not None else None)
         if cached_records is None:
             groups.setdefault((point.pipeline, plain_settings_for(point.settings)), []).append(index)
-    runs = sum((1 + len(members)) * len(prompt_list) * repeats for members in groups.values())
-    bar = _progress_bar(runs, name, progress and runs > 0)
+    bar = _progress_bar(len(points), f"{name} (points)", progress)
+    if bar is not None:
+        bar.update(len(points) - sum(len(members) for members in groups.values()))  # read from the cache
     for members in groups.values():
-        def report(message: str) -> None:
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(message.split(": ", 1)[-1][:60])
+        runs = (1 + len(members)) * len(prompt_list) * repeats
+        done = 0
 
+        def report(message: str) -> None:
+            nonlocal done
+            done += 1
+            if bar is not None:
+                bar.set_postfix_str(f"run {done}/{runs}: {message.split(': ', 1)[-1][:50]}")
+
+        if bar is not None:
+            bar.set_postfix_str(f"loading and warming up {points[members[0]].pipeline.label}")
         measured = measure_points(pool, [points[index] for index in members], prompt_list, warmup=warmup,
                                   repeats=repeats, progress=report)
         for index, records in zip(members, measured):
             cache.put(keys[index], [record.as_dict() for record in records])
             results[index] = PointResult(points[index], records)
+        if bar is not None:
+            bar.update(len(members))
     if bar is not None:
         bar.close()
     return SweepResult(name, pair.name, device, [result for result in results if result is not None], prompt_list)
@@ -827,33 +696,23 @@ def batch_exactness(
 # --------------------------------------------------------------------------- memory
 
 
-_MEMORY_PROBE = r"""
-import json, resource, sys, time
-import psutil
-from utils.model_catalogue import get_pair
-from utils.sweeps import PipelineSpec, load_spec_pipeline
-from utils.generation import DecodingSettings
-arguments = json.loads(sys.argv[1])
-process = psutil.Process()
-before = process.memory_info().rss
-spec = PipelineSpec(**arguments["spec"])
-loaded = load_spec_pipeline(get_pair(arguments["pair"]), spec, arguments["device"])
-after_load = process.memory_info().rss
-settings = DecodingSettings(**arguments["settings"])
-config = settings.generation_config(loaded.pipeline.get_generation_config())
-texts = arguments["texts"]
-loaded.pipeline.generate(texts, config)
-after_generate = process.memory_info().rss
-virtual_after_load = process.memory_info().vms
-try:  # VmHWM is this process's own peak; ru_maxrss would include the parent's RSS at fork time
-    status = open("/proc/self/status").read().split("VmHWM:")[1]
-    peak = int(status.split()[0]) * 1024
-except (OSError, IndexError, ValueError):
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print("MEMORY_PROBE " + json.dumps({"rss_start_mb": before / 1e6, "rss_after_load_mb": after_load / 1e6,
-      "virtual_mb": virtual_after_load / 1e6,
-      "rss_after_generate_mb": after_generate / 1e6, "peak_rss_mb": peak / 1e6}))
-"""
+def load_and_generate(pair: str, spec: dict, device: str, settings: dict, texts: list[str]) -> dict:
+    """Load one pipeline and generate for all `texts` at once: the work `measure_memory` runs in a fresh process.
+
+    Returns resident memory after loading (and its virtual size) and after generating, in MB.
+    """
+    from utils.model_catalogue import get_pair
+    from utils.peak_memory import current_rss_bytes
+
+    loaded = load_spec_pipeline(get_pair(pair), PipelineSpec(**spec), device)
+    after_load = current_rss_bytes()
+    import psutil
+
+    virtual_after_load = psutil.Process().memory_info().vms
+    config = DecodingSettings(**settings).generation_config(loaded.pipeline.get_generation_config())
+    loaded.pipeline.generate(texts, config)
+    return {"rss_after_load_mb": after_load / 1e6, "virtual_mb": virtual_after_load / 1e6,
+            "rss_after_generate_mb": current_rss_bytes() / 1e6}
 
 
 def measure_memory(
@@ -869,9 +728,10 @@ def measure_memory(
 ) -> list[dict]:
     """Peak resident memory of each pipeline, each in a fresh Python process (peak RSS only grows).
 
-    The child loads the pipeline, generates for all `prompts` at once with the
-    settings for its mode, and reports RSS after loading, after generating and
-    its peak. Rows also carry the models' weight sizes on disk.
+    The child (`utils.peak_memory.measure_in_fresh_process` running
+    `load_and_generate`) loads the pipeline, generates for all `prompts` at once
+    with the settings for its mode, and reports RSS after loading, after
+    generating and its peak (VmHWM). Rows also carry the models' weight sizes on disk.
     """
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
     check_pair_ready(pair, [SweepPoint("memory", 0, settings_by_mode[spec.mode], spec) for spec in specs])
@@ -886,14 +746,7 @@ def measure_memory(
                      "texts": [prompt.text for prompt in prompt_list]}
 
         def probe() -> dict:
-            environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-            completed = subprocess.run([sys.executable, "-c", _MEMORY_PROBE, json.dumps(arguments)], cwd=REPO_ROOT,
-                                       env=environment, capture_output=True, text=True, timeout=timeout_seconds)
-            lines = [line for line in completed.stdout.splitlines() if line.startswith("MEMORY_PROBE ")]
-            if completed.returncode != 0 or not lines:
-                raise RuntimeError(f"The memory probe for {spec.label} failed:\n{completed.stderr[-2000:]}")
-            return json.loads(lines[-1].split(" ", 1)[1])
+            return measure_in_fresh_process("utils.sweeps:load_and_generate", arguments, timeout=timeout_seconds)
 
         if bar is not None:
             bar.set_postfix_str(spec.label)

@@ -8,7 +8,7 @@ while the step stays bound by per-step overheads and weight reads; beyond some
 number of tokens the matrix products start to cost, and the useful K is
 bounded by that jump.
 
-`measure_step_times` times the model's own forward pass directly with the
+`measure_pair_step_times` times the models' own forward passes directly with the
 OpenVINO runtime (the stateful IR that `optimum-cli` exports): reset the KV
 state, prefill a fixed context (not timed), then time one forward pass over
 ``n`` new tokens. The continuous-batching pipeline that OpenVINO GenAI uses for
@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from utils.decoding_metrics import verification_cost
 from utils.generation import check_main_folder, device_properties
 
 DEFAULT_TOKEN_COUNTS = tuple(range(1, 12))  # K = 0..10 proposals, plus the token they follow
@@ -89,7 +90,7 @@ def _forward_inputs(start: int, count: int, token_ids: Sequence[int]) -> dict:
     }
 
 
-class _StepTimer:
+class StepTimer:
     """One compiled model and a way to time a forward pass over n tokens after a fixed, prefilled context."""
 
     def __init__(self, model_dir: Path | str, device: str, precision: str | None, context_tokens: int,
@@ -110,8 +111,8 @@ class _StepTimer:
         return (time.perf_counter() - started) * 1000.0
 
 
-def _time_interleaved(timers: Sequence[tuple[_StepTimer, list[int]]], repeats: int, warmup: int,
-                      progress: Callable[[Iterable], Iterable] | None) -> list[dict[int, list[float]]]:
+def time_interleaved(timers: Sequence[tuple[StepTimer, list[int]]], repeats: int, warmup: int,
+                     progress: Callable[[Iterable], Iterable] | None) -> list[dict[int, list[float]]]:
     """Samples per timer and token count; every repeat visits all timers and counts (rotated) once."""
     for _ in range(warmup):
         for timer, counts in timers:
@@ -129,7 +130,8 @@ def _time_interleaved(timers: Sequence[tuple[_StepTimer, list[int]]], repeats: i
     return samples
 
 
-def _step_times(timer: _StepTimer, samples: dict[int, list[float]]) -> list[StepTime]:
+def step_times_from_samples(timer: StepTimer, samples: dict[int, list[float]]) -> list[StepTime]:
+    """One StepTime (the median and all samples) per token count that `time_interleaved` sampled for `timer`."""
     return [StepTime(timer.name, count, timer.context_tokens, statistics.median(values), values)
             for count, values in sorted(samples.items())]
 
@@ -139,30 +141,6 @@ def _check_timing_arguments(context_tokens: int, repeats: int) -> None:
         raise ValueError(f"context_tokens must be >= 1, got {context_tokens}.")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}.")
-
-
-def measure_step_times(
-    model_dir: Path | str,
-    device: str = "CPU",
-    *,
-    token_counts: Iterable[int] = DEFAULT_TOKEN_COUNTS,
-    context_tokens: int = 128,
-    repeats: int = 7,
-    precision: str | None = "f32",
-    warmup: int = 2,
-    progress: Callable[[Iterable], Iterable] | None = None,
-) -> list[StepTime]:
-    """Median wall time of one forward pass over n new tokens, for each n in `token_counts`.
-
-    Every sample starts from a fresh KV state prefilled with `context_tokens`
-    tokens (not timed). Token counts are visited in a different rotation on
-    each repeat so that a busy neighbour process slows all of them alike.
-    `progress` may wrap the repeat loop (e.g. ``tqdm.auto.tqdm``).
-    """
-    counts = _check_token_counts(token_counts)
-    _check_timing_arguments(context_tokens, repeats)
-    timer = _StepTimer(model_dir, device, precision, context_tokens, max(counts))
-    return _step_times(timer, _time_interleaved([(timer, counts)], repeats, warmup, progress)[0])
 
 
 def measure_pair_step_times(
@@ -186,10 +164,10 @@ def measure_pair_step_times(
     """
     counts = _check_token_counts(token_counts)
     _check_timing_arguments(context_tokens, repeats)
-    main = _StepTimer(main_dir, device, main_precision, context_tokens, max(counts))
-    draft = _StepTimer(draft_dir, device, draft_precision, context_tokens, 1)
-    main_samples, draft_samples = _time_interleaved([(main, counts), (draft, [1])], repeats, warmup, progress)
-    return _step_times(main, main_samples), _step_times(draft, draft_samples)[0]
+    main = StepTimer(main_dir, device, main_precision, context_tokens, max(counts))
+    draft = StepTimer(draft_dir, device, draft_precision, context_tokens, 1)
+    main_samples, draft_samples = time_interleaved([(main, counts), (draft, [1])], repeats, warmup, progress)
+    return step_times_from_samples(main, main_samples), step_times_from_samples(draft, draft_samples)[0]
 
 
 def step_time_lookup(step_times: Sequence[StepTime]) -> Callable[[int], float]:
@@ -213,11 +191,14 @@ def step_time_lookup(step_times: Sequence[StepTime]) -> Callable[[int], float]:
 
 
 def relative_step_cost(step_times: Sequence[StepTime]) -> dict[int, float]:
-    """Each token count's median time divided by the one-token step's: 1.0 means 'free' extra tokens."""
+    """Each token count's median time divided by the one-token step's: 1.0 means 'free' extra tokens.
+
+    `utils.decoding_metrics.verification_cost` for every measured token count.
+    """
     by_tokens = {step.tokens: step.median_ms for step in step_times}
     if 1 not in by_tokens:
         raise ValueError("Relative costs need the one-token step (tokens=1) among the measurements.")
-    return {tokens: ms / by_tokens[1] for tokens, ms in sorted(by_tokens.items())}
+    return {tokens: verification_cost(ms, by_tokens[1]) for tokens, ms in sorted(by_tokens.items())}
 
 
 def find_cost_jump(step_times: Sequence[StepTime], factor: float = 1.5) -> int | None:

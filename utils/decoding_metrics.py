@@ -1,0 +1,126 @@
+"""One definition of every quantity measured about speculative decoding; every notebook and module uses these.
+
+The input is a run's **steps**: how many tokens each main-model pass yielded,
+in order, the prefill pass first. OpenVINO GenAI hands its streamer exactly one
+call per main-model pass (`utils.step_streamer.StepRecorder.steps`, the same
+list as the main model's ``raw_metrics.m_batch_sizes`` under greedy decoding).
+The prefill pass yields one token; every later pass (a *verification* pass)
+yields the draft tokens the main model kept plus one token of its own, except
+the **last** pass, which ``max_new_tokens`` or the end-of-sequence token may cut
+short (then it may hold only accepted draft tokens). A *complete* verification
+pass is one that is neither the prefill nor the last pass. IPEX-LLM lists the
+verification passes only (``accept_num``): `ipex_llm_steps` adds the prefill
+pass. Definitions:
+
+* **main passes** P = len(steps), prefill and last pass included (OpenVINO
+  GenAI: ``len(main_model_metrics.raw_metrics.m_batch_sizes)``).
+* **accepted tokens** = sum of (tokens - 1) over the complete verification
+  passes. This is what OpenVINO GenAI 2026.4 reports as
+  ``extended_perf_metrics.get_num_accepted_tokens()`` (measured: it leaves the
+  last pass out too; `tests/test_decoding_metrics.py` checks it on the offline
+  pair). IPEX-LLM's ``n_matched`` also counts the last pass.
+* **tokens per main pass** = mean tokens of the complete verification passes,
+  i.e. 1 + accepted tokens / complete passes: what Leviathan's
+  (1 - a^(K+1)) / (1 - a) predicts. The prefill pass (one token whatever the
+  draft) and the cut-short last pass would bias it low.
+* **acceptance rate** = accepted / drafted: the fraction of proposed draft
+  tokens the main model kept, pooled over the run (not a mean of per-pass
+  rates). OpenVINO GenAI: get_num_accepted_tokens() / get_num_draft_tokens();
+  IPEX-LLM: n_matched / n_drafted.
+* **per-token acceptance a** (Leviathan's): the a whose expected tokens per
+  pass at draft length K equals the measured tokens per main pass.
+* **cost ratio c** = time of one draft step / time of one main-model step,
+  both over one new token (Leviathan's c).
+* **verification cost** = time of one main-model pass over K + 1 tokens / time
+  of one main-model pass over 1 token (1.0 is what Leviathan's formula assumes).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def _check_steps(steps: Sequence[int]) -> list[int]:
+    counts = [int(step) for step in steps]
+    if any(count < 1 for count in counts):
+        raise ValueError(f"Every main-model pass yields at least one token; got steps {counts}.")
+    return counts
+
+
+def main_passes(steps: Sequence[int]) -> int:
+    """Main-model passes, the prefill pass included."""
+    return len(_check_steps(steps))
+
+
+def verification_steps(steps: Sequence[int]) -> list[int]:
+    """Tokens of each complete verification pass: the steps without the prefill pass and the last pass."""
+    return _check_steps(steps)[1:-1]
+
+
+def accepted_tokens(steps: Sequence[int]) -> int:
+    """Draft tokens the main model kept in the complete verification passes."""
+    return sum(count - 1 for count in verification_steps(steps))
+
+
+def tokens_per_main_pass(steps: Sequence[int]) -> float | None:
+    """Mean tokens per complete verification pass; None if the run had none."""
+    verifying = verification_steps(steps)
+    return sum(verifying) / len(verifying) if verifying else None
+
+
+def pooled_tokens_per_main_pass(runs: Sequence[Sequence[int]]) -> float | None:
+    """`tokens_per_main_pass` over several runs: all their verification passes pooled."""
+    verifying = [step for steps in runs for step in verification_steps(steps)]
+    return sum(verifying) / len(verifying) if verifying else None
+
+
+def acceptance_rate(accepted: int, drafted: int) -> float | None:
+    """Fraction of proposed draft tokens the main model kept (None when nothing was proposed)."""
+    if accepted < 0 or drafted < 0 or accepted > drafted:
+        raise ValueError(f"Need 0 <= accepted <= drafted, got accepted={accepted}, drafted={drafted}.")
+    return accepted / drafted if drafted else None
+
+
+def per_token_acceptance(tokens_per_pass: float | None, draft_length: int) -> float | None:
+    """Leviathan's per-token acceptance a that explains `tokens_per_pass` at draft length K.
+
+    tokens_per_pass is clamped into [1, K + 1] first (a truncated last pass or a
+    dynamic K can push the mean slightly outside). None in, None out.
+    """
+    from utils.speedup_model import acceptance_from_tokens_per_pass
+
+    if tokens_per_pass is None:
+        return None
+    return acceptance_from_tokens_per_pass(min(max(tokens_per_pass, 1.0), draft_length + 1.0), draft_length)
+
+
+def cost_ratio(draft_step: float, main_step: float) -> float:
+    """Leviathan's c: one draft step over one main-model step, both over one new token (same unit)."""
+    if main_step <= 0 or draft_step < 0:
+        raise ValueError(f"Step times must be >= 0 and the main step > 0, got draft {draft_step}, main {main_step}.")
+    return draft_step / main_step
+
+
+def verification_cost(verify_step: float, plain_step: float) -> float:
+    """One main-model pass over K + 1 tokens relative to one over a single token (1.0 = free extra tokens)."""
+    if plain_step <= 0 or verify_step < 0:
+        raise ValueError(f"Step times must be >= 0 and the plain step > 0, got verify {verify_step}, "
+                         f"plain {plain_step}.")
+    return verify_step / plain_step
+
+
+def ipex_llm_steps(accept_num: Sequence[int], generated_tokens: int) -> list[int]:
+    """IPEX-LLM's per-verification-pass ``accept_num`` as steps: the prefill pass added, the last cut to n tokens.
+
+    IPEX-LLM counts the tokens a pass produced before ``max_new_tokens`` or the
+    end-of-sequence token cut them; the steps here add up to `generated_tokens`.
+    """
+    steps = [1, *(int(count) for count in accept_num)]
+    if generated_tokens < 1:
+        return []
+    kept, total = [], 0
+    for step in steps:
+        if total >= generated_tokens:
+            break
+        kept.append(min(step, generated_tokens - total))
+        total += kept[-1]
+    return kept
