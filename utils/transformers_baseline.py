@@ -172,6 +172,28 @@ def _encode(models: TransformersModels, text: str, apply_chat_template: bool) ->
     return tokenizer(text, return_tensors="pt")
 
 
+class _StepSizes:
+    """A transformers streamer that records how many new tokens each step of `generate` delivered.
+
+    `generate` hands a streamer the prompt first, then each step's new tokens at once: one for plain
+    decoding, the accepted draft tokens plus the main model's own for assisted and prompt-lookup decoding,
+    as OpenVINO GenAI's streamer sees them.
+    """
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self._prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.sizes.append(int(value.numel()))
+
+    def end(self) -> None:
+        pass
+
+
 def run_transformers_prompt(models: TransformersModels, prompt: Prompt | str, settings: DecodingSettings
                             ) -> GenerationRecord:
     """Generate once with transformers and return a `GenerationRecord` (backend "transformers")."""
@@ -188,19 +210,21 @@ def run_transformers_prompt(models: TransformersModels, prompt: Prompt | str, se
         nonlocal main_passes
         main_passes += 1
 
+    steps = _StepSizes()
     hook = models.main.register_forward_hook(count_pass)
     try:
         if settings.do_sample:
             torch.manual_seed(settings.rng_seed)
         with torch.inference_mode(), _quiet_transformers():
             started = time.perf_counter()
-            output = models.main.generate(**inputs, **arguments)
+            output = models.main.generate(**inputs, **arguments, streamer=steps)
             wall = time.perf_counter() - started
     finally:
         hook.remove()
     input_length = inputs["input_ids"].shape[1]
     token_ids = [int(token) for token in output[0, input_length:]]
     generated = len(token_ids)
+    tokens_per_step = steps.sizes if sum(steps.sizes) == generated else None
     return GenerationRecord(
         mode=settings.mode,
         setting=settings.label,
@@ -219,7 +243,7 @@ def run_transformers_prompt(models: TransformersModels, prompt: Prompt | str, se
         tpot_ms=None,
         genai_tokens_per_second=None,
         main_passes=main_passes or None,
-        tokens_per_step=None,
+        tokens_per_step=tokens_per_step,
         accepted_from_steps=generated - main_passes if main_passes else None,
         wall_seconds_all=[wall],
     )
