@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.prompts import all_prompts
+from utils.prompts import PROMPTS
 
 SEED = 1234
 DOLLY_SPECIAL_TOKENS = ("### End", "### Instruction:", "### Response:")
@@ -44,7 +44,7 @@ FASTDRAFT_SIZE = StandInSize(hidden=64, layers=2, heads=4)
 
 def training_text() -> list[str]:
     """Lines to train the tokenizers on: the course's own prompts, so they tokenize into few pieces."""
-    return [line for prompt in all_prompts() for line in prompt.text.splitlines() if line.strip()]
+    return [line for prompt in PROMPTS for line in prompt.text.splitlines() if line.strip()]
 
 
 def padded_vocab_size(tokenizer_size: int, multiple: int = 64) -> int:
