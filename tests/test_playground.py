@@ -38,16 +38,17 @@ def test_counters_follow_the_steps() -> None:
     counters = LiveCounters(k=3)
     counters.add_step([5], 0.1)  # prefill: the main model's first token
     counters.add_step([1, 2, 3, 4], 0.2)  # all 3 drafts accepted + the main's own
-    counters.add_step([7], 0.4)  # first draft rejected: only the main's token
-    assert (counters.tokens, counters.passes, counters.accepted, counters.passes_saved) == (6, 3, 3, 3)
-    assert counters.tokens_per_second == pytest.approx(6 / 0.4)
-    assert counters.tokens_per_pass == pytest.approx(2.0)
+    counters.add_step([7], 0.3)  # first draft rejected: only the main's token
+    counters.add_step([8, 9], 0.4)  # the latest pass: left out until another follows (utils.decoding_metrics)
+    assert (counters.tokens, counters.passes, counters.accepted, counters.passes_saved) == (8, 4, 3, 4)
+    assert counters.tokens_per_second == pytest.approx(8 / 0.4)
+    assert counters.tokens_per_pass == pytest.approx((4 + 1) / 2)  # complete verification passes: [4], [1]
     assert counters.acceptance == pytest.approx(3 / (3 * 2))
     counters.acceptance_reported = 0.25
     assert counters.acceptance == 0.25
     shown = counters.as_html("speculative K=3")
-    assert counter_value(shown, "main-passes-saved") == "3" and counter_value(shown, "tokens-per-main-pass") == "2.00"
-    assert counter_value(shown, "tokens-per-second") == f"{6 / 0.4:.1f}" and counter_value(shown, "acceptance") == "0.25"
+    assert counter_value(shown, "main-passes-saved") == "4" and counter_value(shown, "tokens-per-main-pass") == "2.50"
+    assert counter_value(shown, "tokens-per-second") == f"{8 / 0.4:.1f}" and counter_value(shown, "acceptance") == "0.25"
     assert 'data-state="generating…"' in shown
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from utils.generation import DecodingSettings, GenerationRecord, LoadedPipeline, load_pipeline, run_prompt
 from utils.model_catalogue import PAIRS, get_pair
 from utils.model_check import check_model_folder
+from utils import decoding_metrics
 from utils.speedup_model import break_even_acceptance, predicted_speedup
 from utils.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR, StepRecorder, StepSegmenter, segment_html
 
@@ -123,21 +124,34 @@ class PipelineCache:
 
 @dataclass
 class LiveCounters:
-    """Counters of one generation, updated at every step (a step = one main-model pass)."""
+    """Counters of one generation, updated at every step (a step = one main-model pass).
+
+    Tokens per pass and accepted tokens follow `utils.decoding_metrics` (complete verification passes:
+    the prefill pass and the latest pass are left out), as every other figure of the course.
+    """
 
     k: int | None = None  # fixed K, for the acceptance estimate; None for plain or a threshold
-    tokens: int = 0
-    passes: int = 0
-    accepted: int = 0  # tokens that came from the draft (or the prompt) and were kept
+    steps: list[int] = field(default_factory=list)  # tokens delivered by each main-model pass so far
     seconds: float = 0.0
     acceptance_reported: float | None = None  # OpenVINO GenAI's own figure, once generation is over
     finished: bool = False
 
     def add_step(self, step: Sequence[int], seconds: float) -> None:
-        self.tokens += len(step)
-        self.passes += 1
-        self.accepted += len(step) - 1
+        self.steps.append(len(step))
         self.seconds = seconds
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.steps)
+
+    @property
+    def passes(self) -> int:
+        return decoding_metrics.main_passes(self.steps)
+
+    @property
+    def accepted(self) -> int:
+        """Draft (or prompt) tokens kept in the complete verification passes so far."""
+        return decoding_metrics.accepted_tokens(self.steps)
 
     @property
     def tokens_per_second(self) -> float:
@@ -145,7 +159,7 @@ class LiveCounters:
 
     @property
     def tokens_per_pass(self) -> float:
-        return self.tokens / self.passes if self.passes else 0.0
+        return decoding_metrics.tokens_per_main_pass(self.steps) or 1.0
 
     @property
     def passes_saved(self) -> int:
@@ -154,12 +168,13 @@ class LiveCounters:
 
     @property
     def acceptance(self) -> float | None:
-        """GenAI's acceptance when reported; else accepted / (K per verification pass), an upper-bound estimate."""
+        """GenAI's acceptance when reported; else accepted / (K per complete verification pass), an estimate."""
         if self.acceptance_reported is not None:
             return self.acceptance_reported
-        if not self.k or self.passes < 2:
+        verifying = decoding_metrics.verification_steps(self.steps)
+        if not self.k or not verifying:
             return None
-        return self.accepted / (self.k * (self.passes - 1))  # the first pass (prefill) proposes nothing
+        return decoding_metrics.acceptance_rate(self.accepted, self.k * len(verifying))
 
     def as_html(self, label: str = "") -> str:
         acceptance = self.acceptance
