@@ -194,7 +194,7 @@ def test_dolly_v2_speculative_output_equals_plain(dolly_exported: ExportedDolly,
                                                   tmp_path: Path) -> None:
     executed = run_notebook(SPECULATIVE, {"PAIR": "dolly-v2"} | SMALL_RUN,
                             course_environment(tmp_path, dolly_exported.models, hub.url), tmp_path / SPECULATIVE)
-    assert "main:    dolly-v2-7b-fp16-ov\ndraft:   dolly-v2-3b-fp16-ov" in cell_text(executed, "check_draft_folder(")
+    assert "main:    dolly-v2-7b-fp16-ov on CPU\ndraft:   dolly-v2-3b-fp16-ov on CPU" in cell_text(executed, "check_draft_folder(")
     assert_speculative_equals_plain_under_f32(executed)
 
 
