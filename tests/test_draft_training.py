@@ -313,3 +313,19 @@ def test_step_times_of_several_drafts_are_measured_together(offline_pair) -> Non
 def test_trimming_refuses_a_graph_it_does_not_understand(offline_pair, tmp_path: Path) -> None:
     with pytest.raises(dt.DraftTrainingError, match="constant"):
         dt.trim_output_layer(offline_pair.draft, tmp_path / "trimmed-int4", [1, 2, 3], {"test": 1})
+
+
+def test_main_folders_refuse_a_pair_other_than_offline() -> None:
+    with pytest.raises(dt.DraftTrainingError, match="offline pair's main model only"):
+        dt.main_folders("phi-3")
+
+
+def test_benchmark_prompts_in_data_finds_a_leaked_prompt() -> None:
+    from types import SimpleNamespace
+
+    from utils.prompts import PROMPTS
+
+    leaked, held_out = PROMPTS[0], PROMPTS[1]
+    data = SimpleNamespace(samples=[SimpleNamespace(user_text="  ".join(leaked.text.split(" "))),
+                                    SimpleNamespace(user_text="Write a haiku about rain.")])
+    assert dt.benchmark_prompts_in_data(data, [leaked, held_out]) == [leaked.id]

@@ -1072,6 +1072,73 @@ def prepare_exported_draft(settings: DraftTrainingSettings | str = "quick", forc
     return folders
 
 
+# --------------------------------------------------------------------------- describing what was built
+
+
+def main_folders(pair_name: str = "offline") -> tuple[Path, Path]:
+    """(OpenVINO folder, Hugging Face folder) of the pair's main model, checked; only the offline pair is supported.
+
+    Training a draft needs the main model's Hugging Face weights (for the
+    embedding projection) and a main model fast enough to write its own
+    training data on this machine: the offline pair's SmolLM2-135M.
+    """
+    if pair_name != "offline":
+        raise DraftTrainingError(
+            f"This notebook trains a draft for the offline pair's main model only, not '{pair_name}': the real pairs "
+            "already have drafts (Phi-3-mini has OpenVINO's FastDraft-50M) and their mains are too slow on 2 CPU cores "
+            "to write enough training data. Set PAIR = \"offline\".")
+    ov_dir, hf_dir = models_dir() / MAIN_OV_FOLDER, models_dir() / MAIN_HF_FOLDER
+    _require_complete(ov_dir, "main model (OpenVINO)")
+    _require_complete(hf_dir, "main model (Hugging Face)")
+    return ov_dir, hf_dir
+
+
+def size_rows(settings: DraftTrainingSettings, main_hf_dir: Path) -> list[dict]:
+    """Weights of the draft and of the main model, by part (computed from the configs, nothing is trained)."""
+    from transformers import AutoConfig
+
+    main_config = AutoConfig.from_pretrained(str(main_hf_dir))
+
+    def parts(config: Any) -> dict:
+        hidden, inner, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or hidden // heads
+        attention = hidden * head_dim * (2 * heads + 2 * config.num_key_value_heads)
+        per_layer = attention + 3 * hidden * inner + 2 * hidden
+        return {"hidden size": hidden, "layers": config.num_hidden_layers,
+                "embeddings (= output layer)": config.vocab_size * hidden,
+                "all layers": per_layer * config.num_hidden_layers,
+                "total": config.vocab_size * hidden + per_layer * config.num_hidden_layers + hidden}
+
+    rows = [{"model": "main (SmolLM2-135M)", **parts(main_config)},
+            {"model": f"draft ({settings.name})", **parts(draft_config(main_config, settings))}]
+    rows[1]["share of main"] = rows[1]["total"] / rows[0]["total"]
+    return rows
+
+
+def example_rows(data: TrainingData, per_task: int = 2, width: int = 110) -> list[dict]:
+    """A few self-written prompts and greedy answers per task type, shortened, for display."""
+    rows, shown = [], {}
+    for sample in data.samples:
+        if sample.kind != "greedy" or shown.get(sample.task, 0) >= per_task:
+            continue
+        shown[sample.task] = shown.get(sample.task, 0) + 1
+        rows.append({"task": sample.task, "opener": sample.opener or "(free)",
+                     "prompt written by the main": _shorten(sample.user_text, width),
+                     "answer tokens": sample.answer_tokens})
+    return rows
+
+
+def _shorten(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[:width - 1] + "…"
+
+
+def benchmark_prompts_in_data(data: TrainingData, prompts: Sequence[Any]) -> list[str]:
+    """Ids of benchmark prompts whose text appears among the training prompts (should be none: held out)."""
+    written = {" ".join(sample.user_text.split()) for sample in data.samples}
+    return [prompt.id for prompt in prompts if " ".join(prompt.text.split()) in written]
+
+
 # --------------------------------------------------------------------------- measuring the draft
 
 
