@@ -168,7 +168,7 @@ def run_notebook_and_generate(page, screenshots: Path) -> None:
     finished = page.locator('.specdec-counters [data-state="finished"]')
     finished.wait_for(timeout=NOTEBOOK_RUN_MS)  # the notebook's own click produced a finished generation
     page.locator(".specdec-formula-image").wait_for(timeout=NOTEBOOK_RUN_MS)  # the last widget cell ran
-    page.locator(".specdec-race-result").wait_for(timeout=NOTEBOOK_RUN_MS)
+    page.locator(".specdec-race-result-box .specdec-race-result").wait_for(timeout=NOTEBOOK_RUN_MS)  # the widget, not a still copy
     # JupyterLab renders off-screen cells lazily (innerText is empty there): bring the playground into view first.
     page.locator(".specdec-playground").first.scroll_into_view_if_needed()
     before = counters.text_content()
