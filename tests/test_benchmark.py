@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from utils import benchmark
-from utils.generation import SpeculationSetupError
+from utils.pipelines import SpeculationSetupError
 from utils.input_checks import InputError
 from utils.model_check import ModelFolderError, TokenizerMismatchError
 from utils.paths import REPO_ROOT

@@ -37,6 +37,66 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 SERVER_START_SECONDS = 90
 NOTEBOOK_RUN_MS = 480_000  # the whole notebook, run in the browser's kernel (94 s idle; a slow, busy machine needs more)
 GENERATE_MS = 90_000
+KERNEL_START_MS = 120_000
+EXECUTION_START_MS = 30_000  # "Run All Cells" must have started a cell by then, or it is clicked once more
+POLL_MS = 2_000
+
+
+def run_all_cells(page) -> None:
+    """Edit > Clear Outputs of All Cells (the committed outputs hold still copies of the widgets and numbered
+    prompts), then Run > Run All Cells, and check that a cell started (a prompt shows [*] or a number); retry once."""
+    page.locator(".jp-Notebook .jp-Cell").first.click()
+    page.locator(".lm-MenuBar-itemLabel", has_text="Edit").first.click()
+    page.get_by_role("menuitem", name="Clear Outputs of All Cells", exact=True).click()
+    started = "() => [...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))"
+    for attempt in range(2):
+        page.locator(".jp-Notebook .jp-Cell").first.click()
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            page.wait_for_function(started, timeout=EXECUTION_START_MS)
+            return
+        except Exception:  # Playwright's TimeoutError
+            if attempt:
+                raise AssertionError(f"Run All Cells started no cell within {EXECUTION_START_MS / 1000:.0f} s, twice; "
+                                     f"the page: {page_diagnostics(page)}") from None
+
+
+def page_diagnostics(page, lab_log: Path | None = None) -> str:
+    """What a failure message needs: kernel state, dialogs, the playground's message, error outputs, the server log."""
+    def texts(selector: str, limit: int = 3) -> list[str]:
+        return [" ".join(text.split())[:600] for text in page.locator(selector).all_text_contents()[:limit]]
+
+    parts = {
+        "kernel status": page.evaluate("() => [...document.querySelectorAll('.jp-Notebook-ExecutionIndicator')]"
+                                       ".map(e => e.dataset.status)"),
+        "cell prompts": page.evaluate("() => [...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]"
+                                      ".map(p => p.textContent.trim()).filter(Boolean).join(' ')"),
+        "dialogs": texts(".jp-Dialog"),
+        "playground messages": texts(".specdec-message"),
+        "counters": texts(".specdec-counters"),
+        "stderr and error outputs": texts('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'),
+    }
+    if lab_log is not None and lab_log.is_file():
+        parts["JupyterLab log (end)"] = lab_log.read_text(errors="replace")[-2500:]
+    return "\n".join(f"{name}: {value}" for name, value in parts.items())
+
+
+def wait_for_finished_generation(page, lab_log: Path) -> None:
+    """Wait for the playground's counters to say finished; fail early, with what the page shows, on an error."""
+    finished = page.locator('.specdec-counters [data-state="finished"]')
+    failed = page.locator('.specdec-message[style*="b00020"]').or_(page.locator(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').filter(
+        has_text="Traceback (most recent call last)"))
+    deadline = time.monotonic() + NOTEBOOK_RUN_MS / 1000
+    while time.monotonic() < deadline:
+        if finished.count():
+            return
+        if failed.count():
+            raise AssertionError(f"The notebook failed in the browser:\n{page_diagnostics(page, lab_log)}")
+        page.wait_for_timeout(POLL_MS)
+    raise AssertionError(f"No finished generation within {NOTEBOOK_RUN_MS / 1000:.0f} s:\n"
+                         f"{page_diagnostics(page, lab_log)}")
 
 
 def chromium_path() -> Path:
@@ -149,7 +209,7 @@ def test_playground_runs_in_a_real_browser(tmp_path: Path, offline_pair) -> None
                 page.set_default_timeout(60_000)
                 page.goto(f"{base}/lab/tree/notebooks/{notebook.name}?token={token}")
                 try:
-                    run_notebook_and_generate(page, screenshots)
+                    run_notebook_and_generate(page, screenshots, screenshots / "jupyterlab.log")
                 except Exception:
                     page.screenshot(path=str(screenshots / "07-playground-failure.png"), full_page=True)
                     raise
@@ -158,17 +218,16 @@ def test_playground_runs_in_a_real_browser(tmp_path: Path, offline_pair) -> None
     print(f"browser test took {time.monotonic() - started:.0f} s")
 
 
-def run_notebook_and_generate(page, screenshots: Path) -> None:
+def run_notebook_and_generate(page, screenshots: Path, lab_log: Path) -> None:
     """Run all cells, move K from its default to one more, click Generate, check the live view changed."""
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    page.locator(".jp-Notebook .jp-Cell").first.click()
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    counters = page.locator(".specdec-counters")
-    finished = page.locator('.specdec-counters [data-state="finished"]')
-    finished.wait_for(timeout=NOTEBOOK_RUN_MS)  # the notebook's own click produced a finished generation
+    # "Run All Cells" clicked before the kernel is connected does nothing: wait for it to be idle first.
+    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=KERNEL_START_MS)
+    run_all_cells(page)
+    wait_for_finished_generation(page, lab_log)  # the notebook's own click produced a finished generation
     page.locator(".specdec-formula-image").wait_for(timeout=NOTEBOOK_RUN_MS)  # the last widget cell ran
     page.locator(".specdec-race-result-box .specdec-race-result").wait_for(timeout=NOTEBOOK_RUN_MS)  # the widget, not a still copy
+    counters = page.locator(".specdec-counters")
     # JupyterLab renders off-screen cells lazily (innerText is empty there): bring the playground into view first.
     page.locator(".specdec-playground").first.scroll_into_view_if_needed()
     before = counters.text_content()

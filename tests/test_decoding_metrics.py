@@ -74,7 +74,7 @@ def test_ipex_llm_steps_add_the_prefill_pass_and_cut_the_last_pass() -> None:
 
 @pytest.fixture(scope="module")
 def int4_speculative(offline_pair):
-    from utils.generation import load_pipeline
+    from utils.pipelines import load_pipeline
 
     return load_pipeline("speculative", offline_pair.main, "CPU", draft_dir=offline_pair.draft, precision="f32")
 

@@ -285,7 +285,8 @@ def test_missing_inputs_raise_before_any_work(tmp_path: Path, monkeypatch: pytes
 
 def test_trimmed_draft_runs_in_openvino_genai_and_keeps_the_output(offline_pair, tmp_path: Path) -> None:
     """The main model with its output layer trimmed is a valid draft: GenAI loads it, output stays identical."""
-    from utils.generation import DecodingSettings, load_pipeline, run_prompt
+    from utils.pipelines import load_pipeline
+    from utils.generation import DecodingSettings, run_prompt
 
     prompt = "Write a Python function that adds two numbers."
     plain = load_pipeline("plain", offline_pair.main, precision="f32")

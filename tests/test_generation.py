@@ -11,23 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from utils.generation import (
-    DEFAULT_MAX_NGRAM_SIZE,
-    DEFAULT_NUM_ASSISTANT_TOKENS,
-    DecodingSettings,
-    GenerationRecord,
-    SpeculationSetupError,
-    check_draft_folder,
-    compare_with_plain,
-    device_properties,
-    format_table,
-    load_pipeline,
-    measure_runners,
-    measure_side_by_side,
-    median_of_runs,
-    run_prompt,
-    summarise,
-)
+from utils.pipelines import (DEFAULT_MAX_NGRAM_SIZE, DEFAULT_NUM_ASSISTANT_TOKENS, SpeculationSetupError,
+                             check_draft_folder, device_properties, load_pipeline)
+from utils.generation import (DecodingSettings, GenerationRecord, compare_with_plain, measure_runners,
+                              measure_side_by_side, median_of_runs, run_prompt)
+from utils.generation_reports import format_table, summarise
 from utils.model_check import ModelFolderError, TokenizerMismatchError
 from utils.prompts import Prompt, get_prompt
 from utils.step_streamer import StepRecorder, split_into_steps, step_segments, steps_to_html
@@ -439,19 +427,8 @@ def test_threshold_makes_the_draft_propose_runs(f32_pipelines) -> None:
     assert record.num_assistant_tokens is None
 
 
-def test_prompt_lookup_candidates() -> None:
-    from utils.generation import prompt_lookup_candidates
-
-    words = "the cat sat on the mat and the cat sat".split()
-    assert prompt_lookup_candidates(words, 3, 3) == ["on", "the", "mat"]
-    assert prompt_lookup_candidates(words, 1, 2) == ["on", "the"]  # latest earlier "sat"
-    assert prompt_lookup_candidates("a b c".split(), 2, 2) == []
-    with pytest.raises(SpeculationSetupError):
-        prompt_lookup_candidates(words, 0, 2)
-
-
 def test_divergence_helpers() -> None:
-    from utils.generation import describe_divergence, first_divergent_pair
+    from utils.generation_reports import describe_divergence, first_divergent_pair
 
     records = compare_with_plain([make_record("plain", tokens=[72, 105, 33]),
                                   make_record("speculative", tokens=[72, 105, 63])])
@@ -463,7 +440,7 @@ def test_divergence_helpers() -> None:
 
 
 def test_speculation_breakdown_predicts_from_measured_numbers() -> None:
-    from utils.generation import speculation_breakdown
+    from utils.generation_reports import speculation_breakdown
     from utils.speedup_model import predicted_speedup
 
     main = {"inference_ms": 100.0, "passes": 10}
@@ -499,7 +476,7 @@ def test_figures_draw(tmp_path: Path) -> None:
 
 
 def test_scheduler_config_budget() -> None:
-    from utils.generation import make_scheduler_config
+    from utils.pipelines import make_scheduler_config
 
     default = make_scheduler_config()
     assert default.cache_size == 0

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from utils.generation import (DEFAULT_MAX_NUM_BATCHED_TOKENS, DecodingSettings, LoadedPipeline,
-                              SpeculationSetupError, load_pipeline, make_scheduler_config, run_prompt)
+from utils.pipelines import (DEFAULT_MAX_NUM_BATCHED_TOKENS, LoadedPipeline, SpeculationSetupError, load_pipeline,
+                             make_scheduler_config)
+from utils.generation import DecodingSettings, run_prompt
 from utils.prompts import select_prompts
 
 # --- settings ---------------------------------------------------------------------------------------------------

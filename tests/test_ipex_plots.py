@@ -7,7 +7,8 @@ import matplotlib
 import pytest
 from figure_data import plotted_values
 
-from utils import ipex_plots
+from utils import ipex_comparisons as compare
+from utils import ipex_plots, step_cost_model
 from utils import ipex_self_speculation as ss
 from utils.speedup_model import predicted_speedup
 
@@ -26,8 +27,8 @@ def stats() -> ss.SpeculationStats:
         verify_time=[0.05, 0.05, 0.06], first_token_time=0.2, n_token_generated=9))
 
 
-def comparison(prompt: str, threshold: float, speculative_seconds: float) -> ss.Comparison:
-    return ss.Comparison(prompt, {"th_stop_draft": threshold}, 3, 10, 10, 1.0, speculative_seconds,
+def comparison(prompt: str, threshold: float, speculative_seconds: float) -> compare.Comparison:
+    return compare.Comparison(prompt, {"th_stop_draft": threshold}, 3, 10, 10, 1.0, speculative_seconds,
                          acceptance_rate=threshold / 2, tokens_per_step=1 + threshold, drafted_per_step=3.0,
                          draft_ms_per_token=1.0, verify_ms_per_step=1.0, first_divergence=None)
 
@@ -40,7 +41,7 @@ def test_step_statistics_draw_drafted_accepted_and_times() -> None:
 def test_sweep_draws_acceptance_tokens_per_pass_and_speedup_per_setting() -> None:
     comparisons = [comparison(prompt, threshold, seconds) for prompt, seconds in (("a", 0.5), ("b", 2.0))
                    for threshold in (0.4, 0.8)]
-    figure = ipex_plots.plot_sweep(comparisons)
+    figure = ipex_plots.plot_draft_settings(comparisons)
     expected = [c.acceptance_rate for c in comparisons] + [c.tokens_per_step for c in comparisons] + [2.0, 0.5]
     assert not draws(figure, expected)
 
@@ -54,8 +55,8 @@ def test_side_by_side_draws_every_systems_speedup_and_acceptance() -> None:
 
 
 def test_payoff_marks_the_measured_cost_ratios_on_the_prediction() -> None:
-    fit = ss.fit_step_cost(0.05, 0.03, 2.7e8, 7.6e7)
+    fit = step_cost_model.fit_step_cost(0.05, 2.7e8, 2e10)
     figure = ipex_plots.plot_payoff(0.6, 3, {"IPEX-LLM": 0.7}, fit)
-    assert not draws(figure, [0.7, predicted_speedup(0.6, 3, 0.7), ss.predicted_cost_ratio(7e9, fit)])
+    assert not draws(figure, [0.7, predicted_speedup(0.6, 3, 0.7), step_cost_model.predicted_cost_ratio(7e9, fit)])
     with pytest.raises(AssertionError):  # the check itself can fail
         assert not draws(figure, [123.456])

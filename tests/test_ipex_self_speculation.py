@@ -6,6 +6,8 @@ a `generate` that takes the ids by position and leaves statistics attributes beh
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,8 +16,9 @@ import pytest
 import torch
 
 from utils import ipex_legacy_view as lv
+from utils import ipex_comparisons as compare
 from utils import ipex_self_speculation as ss
-from utils.ov_self_speculation import summary_rows as openvino_summary_rows
+from utils.paths import REPO_ROOT
 
 
 # --------------------------------------------------------------------------- folder translation for transformers 4.37
@@ -251,7 +254,7 @@ def test_draft_options_without_speculation_are_refused() -> None:
 def test_comparison_finds_the_divergence_point_and_runs_interleaved() -> None:
     model = FakeSelfSpeculativeModel(plain=[5, 6, 7, 8], speculative=[5, 6, 9, 8])
     prompts = {"p": torch.tensor([[1, 2, 3]])}
-    [comparison] = ss.compare_plain_and_speculative(model, prompts, [{"th_stop_draft": 0.6}], max_new_tokens=4,
+    [comparison] = compare.compare_plain_and_speculative(model, prompts, [{"th_stop_draft": 0.6}], max_new_tokens=4,
                                                     repeats=3)
     assert comparison.first_divergence == 2
     assert comparison.prompt_tokens == 3
@@ -264,14 +267,14 @@ def test_comparison_finds_the_divergence_point_and_runs_interleaved() -> None:
 
 def test_identical_outputs_are_reported_as_such() -> None:
     model = FakeSelfSpeculativeModel(plain=[5, 6], speculative=[5, 6])
-    [comparison] = ss.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
+    [comparison] = compare.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
                                                     repeats=1)
     assert comparison.first_divergence is None
     assert comparison.row()["first difference"] == "identical"
 
 
 def test_speedup_is_per_generated_token() -> None:
-    comparison = ss.Comparison("p", {}, 3, plain_tokens=40, speculative_tokens=20, plain_seconds=4.0,
+    comparison = compare.Comparison("p", {}, 3, plain_tokens=40, speculative_tokens=20, plain_seconds=4.0,
                                speculative_seconds=1.0, acceptance_rate=0.5, tokens_per_step=2.0,
                                drafted_per_step=3.0, draft_ms_per_token=1.0, verify_ms_per_step=1.0,
                                first_divergence=None)
@@ -299,7 +302,7 @@ def test_runs_record_wall_and_cpu_time_separately() -> None:
     model = SlowFakeModel(plain=[1, 2], speculative=[1, 2])
     run = ss.generate_greedy(model, torch.tensor([[1]]), max_new_tokens=2)
     assert run.seconds >= 0.2 and run.cpu_seconds < 0.1  # sleeping takes wall time, not CPU time
-    [comparison] = ss.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
+    [comparison] = compare.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
                                                     repeats=1)
     assert comparison.plain_cpu_seconds >= 0.1 and comparison.speculative_cpu_seconds < 0.1
     assert comparison.speculative_seconds >= 0.2
@@ -309,18 +312,6 @@ def test_runs_record_wall_and_cpu_time_separately() -> None:
 def test_unknown_clock_is_refused() -> None:
     with pytest.raises(ss.SelfSpeculationError, match="clock"):
         ss.decode_step_seconds(FakeSelfSpeculativeModel([1], [1]), torch.tensor([[1]]), clock="gpu")
-
-
-def test_sweep_settings_and_labels() -> None:
-    settings = ss.sweep_settings((0.4, 0.8), (2,), auto_threshold=(True, False))
-    assert settings == [{"th_stop_draft": 0.4, "auto_th_stop_draft": True},
-                        {"th_stop_draft": 0.4, "auto_th_stop_draft": False},
-                        {"th_stop_draft": 0.8, "auto_th_stop_draft": True},
-                        {"th_stop_draft": 0.8, "auto_th_stop_draft": False},
-                        {"max_step_draft": 2}]
-    assert [ss.setting_label(s) for s in settings] == ["th=0.4 auto", "th=0.4 fixed", "th=0.8 auto",
-                                                       "th=0.8 fixed", "max_step=2"]
-    assert ss.setting_label({}) == "defaults"
 
 
 # --------------------------------------------------------------------------- why outputs differ
@@ -347,126 +338,41 @@ def test_argmax_flips_lists_positions_where_a_batched_pass_disagrees() -> None:
     assert flips == [{"position": 1, "greedy token": 6, "batched choice": 5, "logit margin": 0.125}]
 
 
-def test_divergence_report_shows_both_continuations() -> None:
-    decode = lambda ids: " ".join(str(i) for i in ids)  # noqa: E731
-    report = ss.divergence_report(decode, [1, 2, 3], [1, 2, 4])
-    assert "identical for 2 tokens" in report and "'3'" in report and "'4'" in report
-    assert ss.divergence_report(decode, [1], [1]).startswith("identical (1 tokens)")
-
-
-# --------------------------------------------------------------------------- cost model
-
-
-def test_step_cost_fit_recovers_overhead_and_bandwidth() -> None:
-    overhead, bandwidth = 0.010, 2e9
-    step = lambda size: overhead + size / bandwidth  # noqa: E731
-    fit = ss.fit_step_cost(step(2e8), step(5e7), 2e8, 5e7)
-    assert fit["overhead_seconds"] == pytest.approx(overhead)
-    assert fit["bytes_per_second"] == pytest.approx(bandwidth)
-
-
-def test_cost_ratio_tends_to_the_byte_ratio_for_big_models() -> None:
-    fit = {"overhead_seconds": 0.02, "bytes_per_second": 1e10}
-    small, huge = ss.predicted_cost_ratio(1e8, fit), ss.predicted_cost_ratio(1e12, fit)
-    assert small == pytest.approx((0.02 + 0.5625e8 / 1e10) / (0.02 + 2e8 / 1e10))  # overhead weighs in
-    assert huge == pytest.approx(0.5625 / 2.0, rel=1e-3)
-    assert small > ss.predicted_cost_ratio(7e9, fit) > huge
-
-
-def test_fit_refuses_a_draft_that_is_not_cheaper() -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="not cheaper"):
-        ss.fit_step_cost(0.05, 0.06, 2e8, 5e7)
-
-
-# --------------------------------------------------------------------------- tables, JSON, subprocesses
-
-
-def test_summary_rows_match_the_openvino_rows() -> None:
-    comparison = ss.Comparison("p", {"th_stop_draft": 0.6}, 3, 10, 10, 1.0, 0.5, 0.5, 2.0, 3.0, 1.0, 1.0, None,
-                               stats=ss.read_speculation_stats(ipex_counters()))
-    [ipex_row] = ss.summary_rows([comparison], cost_ratio=0.7, precision="bf16")
-    assert ipex_row["speed-up"] == pytest.approx(2.0)
-    assert ipex_row["identical to plain"] is True
-    openvino = {"cost_ratio": {"int4": 0.6}, "settings": {"num_assistant_tokens": 3}, "records": [
-        {"mode": "speculative", "draft": "int4", "setting": "K=3", "prompt_id": "p", "input_tokens": 3,
-         "generated_tokens": 10, "speedup_vs_plain": 1.1, "acceptance_rate": 0.8, "main_passes": 4,
-         "tokens_per_step": [1, 4, 2, 2],
-         "identical_to_plain": True, "first_difference": None, "precision": "f32"}]}
-    [openvino_row] = openvino_summary_rows(openvino)
-    assert list(ipex_row) == list(openvino_row)
-    assert ipex_row["k"] == 3 and ipex_row["tokens/pass"] == pytest.approx(2.0)
-    assert openvino_row["k"] == 3 and openvino_row["tokens/pass"] == pytest.approx(6 / 2)  # prefill and last passes left out
-
-
-def test_formula_check_recovers_the_prediction_it_is_fed() -> None:
-    from utils.speedup_model import expected_tokens_per_pass, predicted_speedup
-
-    row = {"backend": "b", "draft": "d", "prompt": "p", "k": 4, "tokens/pass": expected_tokens_per_pass(0.7, 4),
-           "cost ratio c": 0.5, "speed-up (CPU time)": 1.1, "speed-up": 1.2}
-    [checked] = ss.formula_check([row])
-    assert checked["a"] == pytest.approx(0.7, abs=1e-6)
-    assert checked["predicted"] == pytest.approx(predicted_speedup(0.7, 4, 0.5))
-    assert checked["measured (CPU time)"] == 1.1 and checked["measured (wall)"] == 1.2
-    [clamped] = ss.formula_check([{**row, "tokens/pass": 6.5}])  # more than k + 1: IPEX-LLM's k varies per step
-    assert clamped["a"] == pytest.approx(1.0, abs=1e-6)
-    assert checked["predicted (measured passes)"] is None
-    cost = {"backend": "b", "draft": "d", "prompt": "p", "verify pass / plain step": 1.0, "draft pass / plain step": 0.5}
-    [same] = ss.formula_check([row], [cost])
-    assert same["predicted (measured passes)"] == pytest.approx(same["predicted"])
-    [dearer] = ss.formula_check([row], [{**cost, "verify pass / plain step": 1.3}])
-    assert dearer["predicted (measured passes)"] < dearer["predicted"]
-
-
-def test_step_costs_relate_passes_to_a_plain_step() -> None:
-    comparison = ss.Comparison("p", {}, 3, plain_tokens=40, speculative_tokens=40, plain_seconds=4.0,
-                               speculative_seconds=3.0, acceptance_rate=0.5, tokens_per_step=2.0,
-                               drafted_per_step=3.0, draft_ms_per_token=50.0, verify_ms_per_step=120.0,
-                               first_divergence=None)
-    [row] = ss.step_costs([comparison])
-    assert row["verify pass / plain step"] == pytest.approx(1.2)  # plain: 100 ms per token
-    assert row["draft pass / plain step"] == pytest.approx(0.5)
-    assert (row["backend"], row["draft"], row["prompt"]) == ("IPEX-LLM", "INT4 copy", "p")
-
-
-def test_format_table() -> None:
-    table = ss.format_table([{"a": 1.234, "b": None, "c": True}, {"a": 2, "b": "x", "c": False}])
-    lines = table.splitlines()
-    assert lines[0].split() == ["a", "b", "c"]
-    assert lines[2].split() == ["1.23", "-", "yes"] and lines[3].split() == ["2", "x", "no"]
-    assert ss.format_table([]) == "(no rows)"
-
-
-def test_write_json_accepts_dataclasses(tmp_path: Path) -> None:
-    stats = ss.read_speculation_stats(ipex_counters())
-    path = ss.write_json(tmp_path / "deep" / "stats.json", {"stats": stats})
-    assert json.loads(path.read_text())["stats"]["accepted"] == 5
-
-
-def test_openvino_half_is_checked_up_front(tmp_path: Path) -> None:
-    main = tmp_path / "main"
-    main.mkdir()
-    (main / "openvino_model.xml").write_text("<net/>")
-    ss.check_openvino_half(sys.executable, main, {"int4": main})
-    with pytest.raises(ss.SelfSpeculationError, match="draft int8"):
-        ss.check_openvino_half(sys.executable, main, {"int4": main, "int8": tmp_path / "missing"})
-    with pytest.raises(ss.SelfSpeculationError, match="MAIN_PYTHON"):
-        ss.check_openvino_half(tmp_path / "no-python", main, {})
-
-
-def test_main_python_missing_says_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="tutorial.py lab"):
-        ss.run_main_python(["utils.ov_self_speculation", "--help"], tmp_path / "no-python")
-
-
-def test_main_python_runs_modules_from_the_repository_root() -> None:
-    completed = ss.run_main_python(["utils.ov_self_speculation", "--help"], sys.executable)
-    assert "--num-assistant-tokens" in completed.stdout
-    with pytest.raises(RuntimeError, match="failed"):
-        ss.run_main_python(["utils.ov_self_speculation", "--bogus"], sys.executable)
-
-
 def test_module_imports_without_ipex_llm_or_openvino() -> None:
     code = ("import sys; sys.modules['ipex_llm'] = None; sys.modules['openvino'] = None; "
-            "sys.modules['openvino_genai'] = None; import utils.ipex_self_speculation, utils.ov_self_speculation")
-    completed = ss.subprocess.run([sys.executable, "-c", code], cwd=ss.REPO_ROOT, capture_output=True, text=True)
+            "sys.modules['openvino_genai'] = None; import utils.ipex_self_speculation, utils.ipex_comparisons, "
+            "utils.ov_self_speculation")
+    completed = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert completed.returncode == 0, completed.stderr
+
+
+# --------------------------------------------------------------------------- the real IPEX-LLM, on a tiny model
+
+
+def test_statistics_from_a_real_ipex_llm_run(tmp_path: Path) -> None:
+    """IPEX-LLM itself (its environment, `tests/ipex_tiny_model_work.py`) on a tiny random Llama: the counters
+    exist under the names read_speculation_stats reads, and the derived figures follow utils.decoding_metrics."""
+    from utils import decoding_metrics
+
+    python = REPO_ROOT / ".venv-ipex" / "bin" / "python"
+    if not python.is_file():
+        pytest.fail(f"{python} is missing: the IPEX-LLM environment is made by `python3 tutorial.py setup`.",
+                    pytrace=False)
+    max_new_tokens = 24
+    completed = subprocess.run(
+        [str(python), str(REPO_ROOT / "tests" / "ipex_tiny_model_work.py"), str(tmp_path / "tiny-llama"),
+         str(max_new_tokens)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))},
+             "PYTHONPATH": str(REPO_ROOT)})
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    raw, stats = result["raw"], result["stats"]
+    assert stats["drafted"] == raw["n_drafted"] == sum(raw["draft_num"]) > 0
+    assert stats["accepted"] == raw["n_matched"] == sum(raw["accept_num"]) - len(raw["accept_num"])
+    assert stats["tokens_per_step"] == raw["accept_num"] and stats["drafted_per_step"] == raw["draft_num"]
+    assert all(1 <= added <= drafted + 1 for added, drafted in zip(raw["accept_num"], raw["draft_num"]))
+    assert len(result["speculative_ids"]) == len(result["plain_ids"]) == max_new_tokens == raw["n_token_generated"]
+    assert sum(stats["main_pass_steps"]) == max_new_tokens and stats["main_pass_steps"][0] == 1  # prefill first
+    assert stats["acceptance_rate"] == pytest.approx(decoding_metrics.acceptance_rate(raw["n_matched"], raw["n_drafted"]))
+    assert stats["mean_tokens_per_step"] == pytest.approx(
+        decoding_metrics.tokens_per_main_pass(stats["main_pass_steps"]))

@@ -125,7 +125,7 @@ def linked_copy(source: Path, destination: Path) -> Path:
 def test_damaged_folder_is_reported_before_openvino_reads_it(offline_pair, tmp_path: Path, damage) -> None:
     """Issue 15, item 4: such folders passed the check, then OpenVINO failed with "Incorrect weights in bin
     file!" or a JSON error that named no folder."""
-    from utils.generation import check_draft_folder, check_main_folder
+    from utils.pipelines import check_draft_folder, check_main_folder
 
     folder = linked_copy(offline_pair.draft, tmp_path / "damaged-ov")
     assert check_model_folder(folder) == folder

@@ -85,7 +85,7 @@ def test_pipeline_step_costs_relate_passes_to_a_plain_step() -> None:
 
 @dataclass
 class FakeRecord:
-    """The fields of utils.generation.GenerationRecord that median_of_runs reads and writes."""
+    """The fields of utils.generation.GenerationRecord that median_timed_run reads and writes."""
 
     wall_seconds: float
     token_ids: list[int]
@@ -96,16 +96,16 @@ class FakeRecord:
     outputs_stable: bool = True
 
 
-def test_median_of_runs_keeps_the_median_wall_time_and_cpu_time() -> None:
+def test_median_timed_run_keeps_the_median_wall_time_and_cpu_time() -> None:
     record = FakeRecord
-    chosen, cpu = ov.median_of_runs([(record(3.0, [1, 2]), 0.9), (record(1.0, [1, 2]), 0.5),
+    chosen, cpu = ov.median_timed_run([(record(3.0, [1, 2]), 0.9), (record(1.0, [1, 2]), 0.5),
                                      (record(2.0, [1, 3]), 0.7)])
     assert chosen.wall_seconds == 2.0 and chosen.token_ids == [1, 3]
     assert chosen.wall_seconds_all == [3.0, 1.0, 2.0] and chosen.repeats == 3
     assert chosen.outputs_stable is False
     assert cpu == 0.7
     with pytest.raises(ValueError):
-        ov.median_of_runs([])
+        ov.median_timed_run([])
 
 
 def test_cpu_speedup_is_per_token() -> None:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from utils.device_picker import available_devices, default_device, device_picker
-from utils.generation import SpeculationSetupError, load_pipeline
-from utils.playground import (LiveCounters, MeasuredPoint, PipelineCache, PlaygroundChoice, build_formula_explorer,
-                              build_playground, check_prompt, measured_points, replay_events, TimedRun)
+from utils.pipelines import SpeculationSetupError, load_pipeline
+from utils.formula_explorer import MeasuredPoint, build_formula_explorer, measured_points
+from utils.playground import (LiveCounters, PipelineCache, PlaygroundChoice, TimedRun, build_playground, check_prompt,
+                              replay_events)
 from utils.speedup_model import break_even_acceptance, predicted_speedup
 from utils.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR
 

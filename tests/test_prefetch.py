@@ -141,7 +141,7 @@ def test_plan_picks_sources_in_preference_order_and_marks_complete_folders(
     assert by_folder[PHI3_DRAFT.folder_name].status == prefetch.ALREADY_THERE
     assert by_folder[PHI3_DRAFT.folder_name].source == "huggingface"  # from its marker
     assert by_folder[PHI3_DRAFT.folder_name].size_bytes >= 2_000_000
-    assert "2.0" in prefetch.format_table(plan)
+    assert "2.0" in prefetch.plan_table(plan)
 
 
 def test_offline_pair_is_planned_once_per_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

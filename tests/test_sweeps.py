@@ -10,7 +10,8 @@ import pytest
 from figure_data import plotted_values
 from utils import result_cache, sweeps
 from utils.figures import save_figure
-from utils.generation import DecodingSettings, GenerationRecord, SpeculationSetupError
+from utils.pipelines import SpeculationSetupError
+from utils.generation import DecodingSettings, GenerationRecord
 from utils.model_catalogue import ModelPair, ModelSpec, get_pair
 from utils.model_check import REQUIRED_OPENVINO_FILES
 from utils.prompts import Prompt, select_prompts

@@ -27,21 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utils.generation import (
-    PRECISIONS,
-    DecodingSettings,
-    GenerationRecord,
-    SpeculationSetupError,
-    check_draft_folder,
-    check_main_folder,
-    check_single_thread_precision,
-    compare_with_plain,
-    encode_prompt,
-    format_table,
-    load_pipeline,
-    measure_side_by_side,
-    summarise,
-)
+from utils.pipelines import (PRECISIONS, SpeculationSetupError, check_draft_folder, check_main_folder,
+                             check_single_thread_precision, load_pipeline)
+from utils.generation import (DecodingSettings, GenerationRecord, compare_with_plain, encode_prompt,
+                              measure_side_by_side)
+from utils.generation_reports import format_table, summarise
 from utils.input_checks import (InputError, as_integer, check_device, check_prompt_fits, check_writable_file,
                                 context_length)
 from utils.prompts import LENGTHS, TASKS, Prompt, select_prompts
@@ -214,7 +204,7 @@ def check_prompts_fit(plan: BenchmarkPlan, tokenizer) -> None:
             check_prompt_fits(length, settings.max_new_tokens, context, f"{plan.main_dir.name} (prompt {prompt.id})")
 
 
-def machine_description() -> dict:
+def measurement_context() -> dict:
     """Where and when the numbers were taken (they only hold for that machine and load)."""
     import importlib.metadata
 
@@ -255,7 +245,7 @@ def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationReco
     """The records, their summary, the plan and the machine, as JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
     document = {
-        "machine": machine_description(),
+        "machine": measurement_context(),
         "plan": {
             "main_dir": str(plan.main_dir), "draft_dir": str(plan.draft_dir) if plan.draft_dir else None,
             "device": plan.device, "precision": plan.precision, "warmup": plan.warmup, "repeats": plan.repeats,
@@ -286,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(records))
     print()
     print(summary_table(records))
-    print(f"\nload average {machine_description()['load_average']}: timings are only comparable within this run.")
+    print(f"\nload average {measurement_context()['load_average']}: timings are only comparable within this run.")
     if arguments.json is not None:
         write_json(arguments.json, plan, records)
         print(f"records written to {arguments.json}")

@@ -1203,8 +1203,9 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
     and the compared records.
     """
     from utils.decoding_metrics import per_token_acceptance as per_token_acceptance_for
-    from utils.generation import (DecodingSettings, compare_with_plain, load_pipeline, measure_side_by_side,
-                                  summarise)
+    from utils.pipelines import load_pipeline
+    from utils.generation import DecodingSettings, compare_with_plain, measure_side_by_side
+    from utils.generation_reports import summarise
 
     if not draft_lengths or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in draft_lengths):
         raise DraftTrainingError(f"Draft lengths K must be integers >= 1, got {list(draft_lengths)}.")

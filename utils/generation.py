@@ -3,7 +3,8 @@
 The API, in the order a notebook uses it::
 
     settings = DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=64)
-    spec = load_pipeline("speculative", main_dir, "CPU", draft_dir=draft_dir, precision="f32")
+    spec = load_pipeline(  # utils.pipelines
+        "speculative", main_dir, "CPU", draft_dir=draft_dir, precision="f32")
     plain = load_pipeline("plain", main_dir, "CPU", precision="f32")
     record = run_prompt(spec, "Why is the sky blue?", settings)           # one GenerationRecord
     records = measure_side_by_side(                                      # warm-up, repeats, medians
@@ -33,37 +34,26 @@ Bad input raises a ValueError that says what to do, before any model is
 loaded: `SpeculationSetupError` for settings (see `DecodingSettings`), and
 `utils.model_check`'s errors for model folders (see `check_draft_folder`).
 
-Heavy imports (openvino_genai) happen inside functions.
+Pipelines are built by `utils.pipelines.load_pipeline`; tables and breakdowns of the records are in
+`utils.generation_reports`. Heavy imports (openvino_genai) happen inside functions.
 """
+
 from __future__ import annotations
 
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from utils import decoding_metrics
-from utils.input_checks import (as_integer, as_probability, check_device, check_prompt_fits, check_text,
+from utils.input_checks import (as_integer, as_probability, check_prompt_fits, check_text,
                                 context_length)
+from utils.pipelines import (DEFAULT_MAX_NGRAM_SIZE, DEFAULT_NUM_ASSISTANT_TOKENS, MODES, LoadedPipeline,
+                             SpeculationSetupError)
 from utils.prompts import Prompt, as_prompt
 from utils.step_streamer import StepRecorder
 from utils.text_compare import first_divergence
-
-MODES = ("plain", "speculative", "prompt_lookup")
-PRECISIONS = ("default", "f32")
-INFERENCE_PRECISIONS = ("default", "f32", "bf16", "f16")  # what `device_properties` accepts (sweeps compare them)
-BACKENDS = ("continuous_batching", "stateful")
-DEFAULT_NUM_ASSISTANT_TOKENS = 3  # on this project's CPU, verifying K <= 3 costs about one plain step
-DEFAULT_MAX_NGRAM_SIZE = 3
-# The scheduler's token budget per step. OpenVINO GenAI's own default (256) split the prompts of concurrent requests
-# and then changed speculative output (2026.4, notebook 05); 4096 did not, and cost a single request nothing measurable.
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 4096
-
-
-class SpeculationSetupError(ValueError):
-    """A setting or a model folder that cannot work; the message says what to do instead."""
 
 
 # --------------------------------------------------------------------------- settings
@@ -205,194 +195,6 @@ class DecodingSettings:
         return config
 
 
-# --------------------------------------------------------------------------- model folders
-
-
-def check_main_folder(main_dir: Path | str) -> Path:
-    """The main model's location, checked: an OpenVINO folder, or a .gguf file (plain/prompt lookup only)."""
-    from utils.model_check import check_model_folder
-
-    path = Path(main_dir).expanduser()
-    if path.is_file() and path.suffix.lower() == ".gguf":
-        return path
-    return check_model_folder(path, "main model")
-
-
-def check_draft_folder(draft_dir: Path | str, main_dir: Path | str | None = None) -> Path:
-    """The draft model folder, checked before loading anything.
-
-    Raises (all are ValueErrors whose message says what to do):
-    `SpeculationSetupError` for a GGUF file (OpenVINO GenAI cannot use one as a
-    draft); `utils.model_check.ModelFolderError` for a missing or incomplete
-    folder; `utils.model_check.TokenizerMismatchError` when `main_dir` is given
-    and the draft tokenizes text differently from the main model.
-    """
-    from utils.model_check import check_model_folder, check_pair
-
-    path = Path(draft_dir).expanduser()
-    if path.suffix.lower() == ".gguf" or (path.is_file() and path.read_bytes()[:4] == b"GGUF"):
-        raise SpeculationSetupError(
-            f"{path} is a GGUF file. OpenVINO GenAI loads GGUF files as a main model only, not as a draft. Export "
-            "the draft to an OpenVINO folder (`optimum-cli export openvino --model <hf folder> --weight-format int4 "
-            "<folder>`) and pass that folder.")
-    if main_dir is None:
-        return check_model_folder(path, "draft model")
-    check_pair(main_dir, path)
-    return path
-
-
-# --------------------------------------------------------------------------- pipelines
-
-
-def device_properties(precision: str | None, threads: int | None = None) -> dict[str, Any]:
-    """OpenVINO properties: "f32" (or "bf16", "f16") forces that inference precision, "default"/None keeps the device's.
-
-    threads: CPU inference threads (INFERENCE_NUM_THREADS); None uses all cores.
-    One thread gives steadier timings on a small machine that others share.
-    """
-    properties: dict[str, Any] = {}
-    if precision in INFERENCE_PRECISIONS and precision != "default":
-        properties["INFERENCE_PRECISION_HINT"] = precision
-    elif precision not in (None, "default"):
-        raise SpeculationSetupError(f"precision must be one of {INFERENCE_PRECISIONS} or None, got '{precision}'.")
-    if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise SpeculationSetupError(f"threads must be an integer >= 1 or None (all cores), got {threads!r}.")
-        properties["INFERENCE_NUM_THREADS"] = threads
-    return properties
-
-
-def make_scheduler_config(cache_size_gb: int = 0, max_num_batched_tokens: int | None = None) -> Any:
-    """A `SchedulerConfig` for the continuous-batching backend.
-
-    cache_size_gb: size of the paged KV cache in GB, allocated up front;
-    0 (default) lets the cache grow with demand (dynamic allocation).
-    max_num_batched_tokens: tokens the scheduler may process in one step
-    (None = DEFAULT_MAX_NUM_BATCHED_TOKENS, 4096; OpenVINO GenAI's own default
-    is 256). Prompts that do not fit are split across steps; with a draft
-    model and several requests at once that split changed the output in
-    OpenVINO GenAI 2026.4 (notebook 05, section 6). Pass 256 to see it.
-    """
-    import openvino_genai
-
-    cache_size_gb = as_integer(cache_size_gb, "cache_size_gb", minimum=0, advice="0 lets the cache grow with demand.",
-                               error=SpeculationSetupError)
-    if max_num_batched_tokens is None:
-        max_num_batched_tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS
-    config = openvino_genai.SchedulerConfig()
-    config.cache_size = cache_size_gb
-    config.max_num_batched_tokens = as_integer(max_num_batched_tokens, "max_num_batched_tokens", minimum=1,
-                                               advice="Or None for the default.", error=SpeculationSetupError)
-    return config
-
-
-def check_single_thread_precision(device: str, draft_device: str | None, precision: str | None,
-                               threads: int | None) -> None:
-    """OpenVINO 2026.4's CPU plugin dies with SIGFPE compiling these models in bf16 on one thread: refuse first."""
-    if threads != 1 or precision == "f32" or not any(name.startswith("CPU") for name in (device, draft_device or "")):
-        return
-    import openvino as ov
-
-    if "bf16" in str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")).replace("bfloat16", "bf16"):
-        raise SpeculationSetupError(
-            "threads=1 with the CPU's default bf16 precision crashes OpenVINO 2026.4 (the process dies with a "
-            "floating point exception while compiling). Use precision='f32' with threads=1, or threads=None / >= 2.")
-
-
-@dataclass
-class LoadedPipeline:
-    """An `openvino_genai.LLMPipeline` and how it was built."""
-
-    mode: str
-    pipeline: Any
-    main_dir: Path
-    draft_dir: Path | None
-    device: str
-    precision: str
-    backend: str
-    load_seconds: float
-
-    @property
-    def tokenizer(self) -> Any:
-        return self.pipeline.get_tokenizer()
-
-    @property
-    def description(self) -> str:
-        draft = f", draft={self.draft_dir.name}" if self.draft_dir else ""
-        return f"{self.mode} on {self.device} ({self.backend}, precision={self.precision}), main={self.main_dir.name}{draft}"
-
-
-def load_pipeline(
-    mode: str,
-    main_dir: Path | str,
-    device: str = "CPU",
-    *,
-    draft_dir: Path | str | None = None,
-    draft_device: str | None = None,
-    precision: str | None = "default",
-    cache_size_gb: int = 0,
-    backend: str = "continuous_batching",
-    threads: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    draft_precision: str | None = None,
-) -> LoadedPipeline:
-    """Build the pipeline for one decoding mode. Inputs are checked before any model is loaded.
-
-    plain:          LLMPipeline(main, device, scheduler_config=..., **props)
-    speculative:    LLMPipeline(main, device, scheduler_config=..., draft_model=draft_model(draft, device, **props), **props)
-    prompt_lookup:  LLMPipeline(main, device, scheduler_config=..., prompt_lookup=True, **props)
-
-    `props` comes from `device_properties(precision, threads)` and is applied to
-    main and draft alike, unless `draft_precision` gives the draft another one
-    (None = the main model's). ``backend="stateful"`` (plain only) omits the scheduler config;
-    `cache_size_gb` and `max_num_batched_tokens` go into it (`make_scheduler_config`).
-    """
-    if mode not in MODES:
-        raise SpeculationSetupError(f"Unknown mode '{mode}'. Use one of: {', '.join(MODES)}.")
-    if backend not in BACKENDS:
-        raise SpeculationSetupError(f"backend must be one of {BACKENDS}, got '{backend}'.")
-    if backend == "stateful" and mode != "plain":
-        raise SpeculationSetupError(
-            f"{mode} decoding always runs on OpenVINO GenAI's continuous-batching backend; backend='stateful' "
-            "is for plain decoding only.")
-    device = check_device(device, error=SpeculationSetupError)
-    if draft_device is not None:
-        draft_device = check_device(draft_device, name="draft_device", error=SpeculationSetupError)
-    if threads is not None:
-        threads = as_integer(threads, "threads", minimum=1, advice="Use None for all cores.",
-                             error=SpeculationSetupError)
-    properties = device_properties(precision, threads)
-    draft_properties = properties if draft_precision is None else device_properties(draft_precision, threads)
-    check_single_thread_precision(device, draft_device, precision, threads)
-    main_path = check_main_folder(main_dir)
-    draft_path: Path | None = None
-    if mode == "speculative":
-        if draft_dir is None:
-            raise SpeculationSetupError("Speculative decoding needs draft_dir, the draft model's OpenVINO folder.")
-        if main_path.suffix.lower() == ".gguf":
-            raise SpeculationSetupError(
-                "A GGUF main model cannot be combined with a draft here; use the OpenVINO export of the main model.")
-        draft_path = check_draft_folder(draft_dir, main_path)
-    elif draft_dir is not None:
-        raise SpeculationSetupError(f"draft_dir is only used by mode='speculative', not '{mode}'. Remove it.")
-
-    import openvino_genai
-
-    arguments: dict[str, Any] = dict(properties)
-    if backend == "continuous_batching":
-        arguments["scheduler_config"] = make_scheduler_config(cache_size_gb, max_num_batched_tokens)
-    if mode == "speculative":
-        arguments["draft_model"] = openvino_genai.draft_model(str(draft_path), draft_device or device,
-                                                              **draft_properties)
-    if mode == "prompt_lookup":
-        arguments["prompt_lookup"] = True
-    started = time.perf_counter()
-    pipeline = openvino_genai.LLMPipeline(str(main_path), device, **arguments)
-    return LoadedPipeline(
-        mode=mode, pipeline=pipeline, main_dir=main_path, draft_dir=draft_path, device=device,
-        precision=precision or "default", backend=backend, load_seconds=time.perf_counter() - started)
-
-
 # --------------------------------------------------------------------------- one prompt
 
 
@@ -450,6 +252,11 @@ class GenerationRecord:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def stack(self) -> str:
+        """The library that produced the record: "transformers" or "openvino_genai" (speed-ups only within one)."""
+        return "transformers" if self.backend == "transformers" else "openvino_genai"
 
     @property
     def tokens_per_pass(self) -> float | None:
@@ -673,10 +480,10 @@ def compare_with_plain(
                   if record.mode == "plain"]
     by_prompt: dict[tuple[str, str], GenerationRecord] = {}
     for record in references:
-        by_prompt.setdefault((_stack(record), record.prompt_id), record)
+        by_prompt.setdefault((record.stack, record.prompt_id), record)
     compared = []
     for record in records:
-        plain = by_prompt.get((_stack(record), record.prompt_id))
+        plain = by_prompt.get((record.stack, record.prompt_id))
         if plain is None:
             compared.append(replace(record, comparison_note="no plain run of this prompt to compare with"))
             continue
@@ -703,161 +510,3 @@ def compare_with_plain(
             comparison_note="; ".join(notes),
         ))
     return compared
-
-
-def _stack(record: GenerationRecord) -> str:
-    return "transformers" if record.backend == "transformers" else "openvino_genai"
-
-
-def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
-    """One row per (mode, setting): totals over prompts and the speed-up over comparable prompts only.
-
-    The speed-up is total plain time / total time over the prompts whose token
-    counts matched plain (None if there are none). acceptance_rate and
-    tokens_per_pass pool all prompts (`utils.decoding_metrics`). Needs compared records.
-    """
-    groups: dict[tuple[str, str, str], list[GenerationRecord]] = {}
-    for record in records:
-        groups.setdefault((_stack(record), record.mode, record.setting), []).append(record)
-    rows = []
-    for (stack, mode, setting), group in groups.items():
-        comparable = [record for record in group if record.speedup_vs_plain is not None]
-        plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in comparable)
-        this_time = sum(record.wall_seconds for record in comparable)
-        counted = [record for record in group if record.draft_tokens is not None]
-        tokens = sum(record.generated_tokens for record in group)
-        steps = [record.tokens_per_step for record in group]
-        rows.append({
-            "stack": stack,
-            "mode": mode,
-            "setting": setting,
-            "prompts": len(group),
-            "generated_tokens": tokens,
-            "wall_seconds": sum(record.wall_seconds for record in group),
-            "tokens_per_second": tokens / sum(record.wall_seconds for record in group),
-            "comparable_prompts": len(comparable),
-            "speedup_vs_plain": plain_time / this_time if comparable and this_time > 0 else None,
-            "identical_prompts": sum(bool(record.identical_to_plain) for record in group),
-            "acceptance_rate": decoding_metrics.acceptance_rate(
-                sum(record.accepted_tokens for record in counted), sum(record.draft_tokens for record in counted))
-            if counted else None,
-            "tokens_per_pass": decoding_metrics.pooled_tokens_per_main_pass(steps) if all(steps) else None,
-        })
-    return rows
-
-
-def format_table(records: Sequence[GenerationRecord]) -> str:
-    """A fixed-width text table of records: mode, setting, task, prompt, time, tokens, tokens/s, speed-up, ..."""
-    header = ("mode", "setting", "task", "prompt", "time s", "tokens", "tok/s", "speed-up", "accept",
-              "tok/pass", "identical")
-    rows = [header]
-    for record in records:
-        rows.append((
-            record.mode,
-            record.setting,
-            record.task,
-            record.prompt_id,
-            f"{record.wall_seconds:.3f}",
-            str(record.generated_tokens),
-            f"{record.tokens_per_second:.1f}",
-            f"{record.speedup_vs_plain:.2f}x" if record.speedup_vs_plain is not None else "-",
-            f"{record.acceptance_rate:.2f}" if record.acceptance_rate is not None else "-",
-            f"{record.tokens_per_pass:.2f}" if record.tokens_per_pass is not None else "-",
-            "-" if record.identical_to_plain is None else ("yes" if record.identical_to_plain else
-                                                           f"no (@{record.first_difference})"),
-        ))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
-
-
-def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
-    """Per speculative record: passes, acceptance, per-pass costs of draft and main, and Leviathan's prediction.
-
-    cost ratio c = draft time per pass / main time per pass (from GenAI's
-    per-model inference durations of this run; `utils.decoding_metrics.cost_ratio`).
-    With a fixed K, the per-token acceptance `a` that explains the measured
-    tokens per main pass is recovered, and `predicted_speedup(a, K, c)` is shown
-    next to the measured speed-up; the formula assumes a verification pass
-    costs as much as a plain step.
-    """
-    from utils.speedup_model import predicted_speedup
-
-    rows = []
-    for record in records:
-        if record.main_model_metrics is None or record.draft_model_metrics is None or not record.main_passes:
-            continue
-        main_ms = record.main_model_metrics["inference_ms"] / max(record.main_model_metrics["passes"], 1)
-        draft_ms = record.draft_model_metrics["inference_ms"] / max(record.draft_model_metrics["passes"], 1)
-        cost_ratio = decoding_metrics.cost_ratio(draft_ms, main_ms) if main_ms > 0 else None
-        k = record.num_assistant_tokens
-        predicted = per_token_acceptance = None
-        if k and cost_ratio is not None and record.tokens_per_pass is not None:
-            per_token_acceptance = decoding_metrics.per_token_acceptance(record.tokens_per_pass, k)
-            predicted = predicted_speedup(per_token_acceptance, k, cost_ratio)
-        rows.append({
-            "prompt": record.prompt_id,
-            "setting": record.setting,
-            "tokens": record.generated_tokens,
-            "main passes": record.main_passes,
-            "draft passes": record.draft_model_metrics["passes"],
-            "drafted": record.draft_tokens,
-            "accepted": record.accepted_tokens,
-            "acceptance": record.acceptance_rate,
-            "main ms/pass": main_ms,
-            "draft ms/pass": draft_ms,
-            "c": cost_ratio,
-            "a (from tok/pass)": per_token_acceptance,
-            "predicted speed-up": predicted,
-            "measured speed-up": record.speedup_vs_plain,
-        })
-    return rows
-
-
-def first_divergent_pair(records: Sequence[GenerationRecord]) -> tuple[GenerationRecord, GenerationRecord] | None:
-    """(plain record, other record) for the first compared record that differs from plain, or None."""
-    for record in records:
-        if record.mode != "plain" and record.identical_to_plain is False:
-            for plain in records:
-                if plain.mode == "plain" and plain.prompt_id == record.prompt_id and _stack(plain) == _stack(record):
-                    return plain, record
-    return None
-
-
-def describe_divergence(plain: GenerationRecord, other: GenerationRecord, tokenizer: Any, context_tokens: int = 12
-                        ) -> str:
-    """Text around the first token where `other` leaves `plain`: the shared lead-in, then both continuations."""
-    position = first_divergence(plain.token_ids, other.token_ids)
-    if position is None:
-        return f"{other.mode} ({other.setting}) is identical to plain on {plain.prompt_id}."
-
-    def text(ids: Sequence[int]) -> str:
-        return tokenizer.decode(list(ids), skip_special_tokens=True)
-
-    start = max(0, position - context_tokens)
-    shared = text(plain.token_ids[start:position])
-    return (f"{plain.prompt_id}: first difference at generated token {position}\n"
-            f"  shared   ...{shared!r}\n"
-            f"  plain        -> {text(plain.token_ids[position:position + context_tokens])!r}\n"
-            f"  {other.mode:<12} -> {text(other.token_ids[position:position + context_tokens])!r}")
-
-
-def prompt_lookup_candidates(context: Sequence, max_ngram_size: int, num_candidates: int) -> list:
-    """What prompt lookup would propose next: the items that followed the latest earlier match of the context's tail.
-
-    Tries the longest tail first (max_ngram_size items, then fewer); returns []
-    when no tail occurs earlier. Works on any sequence (token ids, or words for
-    a readable demo). A teaching model of the idea, not GenAI's code.
-    """
-    if max_ngram_size < 1 or num_candidates < 1:
-        raise SpeculationSetupError("max_ngram_size and num_candidates must be >= 1.")
-    items = list(context)
-    for size in range(min(max_ngram_size, len(items) - 1), 0, -1):
-        tail = items[-size:]
-        for start in range(len(items) - size - 1, -1, -1):  # latest earlier occurrence first
-            if items[start:start + size] == tail:
-                follow = items[start + size:start + size + num_candidates]
-                if follow:
-                    return follow
-    return []

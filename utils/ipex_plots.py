@@ -2,7 +2,7 @@
 
     from utils import ipex_plots
     ipex_plots.plot_step_statistics(run.stats)      # one speculative call, step by step
-    ipex_plots.plot_sweep(comparisons)              # acceptance, tokens per pass, speed-up per draft setting
+    ipex_plots.plot_draft_settings(comparisons)            # acceptance, tokens per pass, speed-up per draft setting
     ipex_plots.plot_side_by_side(rows)              # IPEX-LLM and OpenVINO GenAI rows of `summary_rows`
     ipex_plots.plot_payoff(a, k, measured_c, fit)   # predicted speed-up against c and model size
 """
@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from utils.ipex_self_speculation import Comparison, SpeculationStats, predicted_cost_ratio, setting_label
+from utils.ipex_comparisons import Comparison, setting_label
+from utils.ipex_self_speculation import SpeculationStats
+from utils.step_cost_model import predicted_cost_ratio
 
 
 
@@ -35,7 +37,7 @@ def plot_step_statistics(stats: SpeculationStats, title: str = "") -> Any:
     return figure
 
 
-def plot_sweep(comparisons: Sequence[Comparison], title: str = "") -> Any:
+def plot_draft_settings(comparisons: Sequence[Comparison], title: str = "") -> Any:
     """Acceptance, tokens per verify step and speed-up for each draft setting, one line per prompt."""
     import matplotlib.pyplot as plt
 

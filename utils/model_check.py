@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from utils.atomic_folder import COMPLETE_MARKER, damaged_files, live_temporaries, stale_temporaries
+from utils.atomic_folder import damaged_files, live_temporaries, read_marker, stale_temporaries
 from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT
 from utils.text_compare import first_divergence
 
@@ -65,8 +65,8 @@ def check_model_folder(folder: Path | str, role: str = "model") -> Path:
 
 
 def is_complete(folder: Path) -> bool:
-    """True if the project finished building or downloading `folder`."""
-    return (Path(folder) / COMPLETE_MARKER).is_file()
+    """True if the project finished building or downloading `folder` (it holds a readable `.complete` marker)."""
+    return read_marker(Path(folder)) is not None
 
 
 def openvino_token_ids(folder: Path, text: str = TOKENIZER_TEST_TEXT) -> list[int]:

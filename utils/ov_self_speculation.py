@@ -136,7 +136,7 @@ def pipeline_step_costs(results: dict) -> list[dict]:
     return rows
 
 
-def median_of_runs(runs: Sequence[tuple[Any, float]]) -> tuple[Any, float]:
+def median_timed_run(runs: Sequence[tuple[Any, float]]) -> tuple[Any, float]:
     """(record, CPU seconds) pairs of repeated runs -> the median-wall-time record, annotated, and the median CPU time.
 
     The record keeps the chosen run's metrics; its wall time becomes the median
@@ -172,8 +172,8 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     pipeline) after one warm-up per pipeline. The cost ratio c of each draft is
     its plain decode step over the main model's, in CPU time.
     """
-    from utils.generation import (DecodingSettings, LoadedPipeline, check_draft_folder, check_main_folder,
-                                  compare_with_plain, encode_prompt, load_pipeline, run_prompt)
+    from utils.pipelines import LoadedPipeline, check_draft_folder, check_main_folder, load_pipeline
+    from utils.generation import DecodingSettings, compare_with_plain, encode_prompt, run_prompt
     from utils.prompts import LONG_PROMPT_MIN_TOKENS, Prompt
 
     if repeats < 1:
@@ -208,7 +208,7 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
         for prompt_index, prompt in enumerate(prompts):
             for candidate_index, (_, pipeline, settings) in enumerate(candidates):
                 runs.setdefault((candidate_index, prompt_index), []).append(timed(pipeline, prompt, settings))
-    medians = {key: median_of_runs(value) for key, value in runs.items()}
+    medians = {key: median_timed_run(value) for key, value in runs.items()}
     keys = [(c, p) for c in range(len(candidates)) for p in range(len(prompts))]
     compared = compare_with_plain([medians[key][0] for key in keys])
     records = [{**record.as_dict(), "draft": candidates[c][0], "cpu_seconds": medians[(c, p)][1]}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from utils.atomic_folder import COMPLETE_MARKER, folder_size_bytes, read_marker
+from utils.model_check import is_complete
 from utils.model_catalogue import PAIRS, ModelSpec, get_pair
 from utils.paths import MODELS_DIR_ENV, models_dir
 
@@ -50,11 +51,6 @@ class PlannedModel:
     size_bytes: int = 0
     seconds: float = 0.0
     message: str = ""
-
-
-def is_complete(folder: Path) -> bool:
-    """True if the folder was fully written (it holds a readable `.complete` marker)."""
-    return read_marker(folder) is not None
 
 
 def choose_source(spec: ModelSpec, preferred_sources: Sequence[str]) -> str:
@@ -184,7 +180,7 @@ def _first_lines(text: str, count: int = 2, limit: int = 400) -> str:
     return joined if len(joined) <= limit else joined[: limit - 1] + "…"
 
 
-def format_table(plan: Sequence[PlannedModel]) -> str:
+def plan_table(plan: Sequence[PlannedModel]) -> str:
     """A plain-text table (pair, role, folder, source, MB on disk, seconds, status), then any errors."""
     header = ("pair", "role", "folder", "source", "MB on disk", "seconds", "status")
     rows, notes = [], []
@@ -254,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not arguments.dry_run:
         root.mkdir(parents=True, exist_ok=True)
         run_plan(plan)
-    print(format_table(plan))
+    print(plan_table(plan))
     if arguments.models_dir is not None:
         print(f"Notebooks find these models when {MODELS_DIR_ENV}={root} is set.")
     return 1 if any(entry.status == FAILED for entry in plan) else 0

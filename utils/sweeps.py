@@ -33,19 +33,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from utils import decoding_metrics
-from utils.generation import (
-    DecodingSettings,
-    GenerationRecord,
-    LoadedPipeline,
-    SpeculationSetupError,
-    check_draft_folder,
-    check_main_folder,
-    compare_with_plain,
-    device_properties,
-    load_pipeline,
-    make_scheduler_config,
-    measure_side_by_side,
-)
+from utils.pipelines import (LoadedPipeline, SpeculationSetupError, check_draft_folder, check_main_folder,
+                             device_properties, load_pipeline, make_scheduler_config)
+from utils.generation import DecodingSettings, GenerationRecord, compare_with_plain, measure_side_by_side
 from utils.model_catalogue import ModelPair, ModelSpec
 from utils.peak_memory import measure_in_fresh_process
 from utils.prompts import Prompt, as_prompt, select_prompts
@@ -118,7 +108,7 @@ def request_token_probabilities(loaded: LoadedPipeline) -> LoadedPipeline:
 
 
 def load_spec_pipeline(pair: ModelPair, spec: PipelineSpec, device: str = "CPU") -> LoadedPipeline:
-    """Build the pipeline `spec` describes (`utils.generation.load_pipeline`), with token probabilities on."""
+    """Build the pipeline `spec` describes (`utils.pipelines.load_pipeline`), with token probabilities on."""
     draft = spec.draft_spec(pair)
     return request_token_probabilities(load_pipeline(
         spec.mode, pair.main.path, device, draft_dir=draft.path if draft else None,

@@ -17,7 +17,7 @@ def html_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> st
     """An HTML table with one row per record and one column per key."""
     if not rows:
         return "<p><i>(no rows)</i></p>"
-    columns = list(columns or rows[0].keys())
+    columns = list(columns or dict.fromkeys(key for row in rows for key in row))
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -34,7 +34,7 @@ def text_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> st
     """A fixed-width text table, for command-line output."""
     if not rows:
         return "(no rows)"
-    columns = list(columns or rows[0].keys())
+    columns = list(columns or dict.fromkeys(key for row in rows for key in row))
 
     def text(value) -> str:
         if isinstance(value, bool):

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.generation import DecodingSettings, GenerationRecord, SpeculationSetupError, measure_runners
+from utils.pipelines import SpeculationSetupError
+from utils.generation import DecodingSettings, GenerationRecord, measure_runners
 from utils.paths import models_dir
 from utils.prompts import Prompt, as_prompt
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.decoding_metrics import verification_cost
-from utils.generation import check_main_folder, device_properties
+from utils.pipelines import check_main_folder, device_properties
 
 DEFAULT_TOKEN_COUNTS = tuple(range(1, 12))  # K = 0..10 proposals, plus the token they follow
 

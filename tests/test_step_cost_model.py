@@ -1,0 +1,39 @@
+"""The step-cost model of notebook 04: overhead + weight bytes / bandwidth, and the cost ratio c it predicts."""
+from __future__ import annotations
+
+import pytest
+
+from utils import step_cost_model as model
+
+
+def test_fit_splits_a_step_into_streaming_and_overhead() -> None:
+    fit = model.fit_step_cost(main_seconds=0.030, main_bytes=2e8, bytes_per_second=1e10)
+    assert fit == {"overhead_seconds": pytest.approx(0.010), "bytes_per_second": 1e10}
+    assert model.predicted_step_seconds(1e8, fit, "bf16") == pytest.approx(0.030)  # 1e8 weights x 2 bytes
+
+
+def test_a_step_faster_than_the_bandwidth_allows_has_no_overhead() -> None:
+    assert model.fit_step_cost(0.001, 2e8, 1e10)["overhead_seconds"] == 0.0
+
+
+def test_cost_ratio_falls_from_near_one_towards_the_byte_ratio_as_models_grow() -> None:
+    fit = {"overhead_seconds": 0.02, "bytes_per_second": 1e10}
+    small, medium, huge = (model.predicted_cost_ratio(size, fit) for size in (1e8, 7e9, 1e12))
+    assert small == pytest.approx((0.02 + 0.5625e8 / 1e10) / (0.02 + 2e8 / 1e10))  # overhead weighs in
+    assert huge == pytest.approx(0.5625 / 2.0, rel=1e-3)
+    assert small > medium > huge
+
+
+@pytest.mark.parametrize("arguments", [(0.0, 2e8, 1e10), (0.03, -1, 1e10), (0.03, 2e8, 0)])
+def test_impossible_inputs_get_a_clear_error(arguments) -> None:
+    with pytest.raises(model.StepCostError, match="positive"):
+        model.fit_step_cost(*arguments)
+    with pytest.raises(model.StepCostError, match="Unknown weight format 'int3'"):
+        model.predicted_step_seconds(1e9, {"overhead_seconds": 0.0, "bytes_per_second": 1.0}, "int3")
+
+
+def test_memory_bandwidth_is_a_plausible_machine_figure() -> None:
+    bandwidth = model.memory_bandwidth(megabytes=64, repeats=3)
+    assert 1e8 < bandwidth < 1e12  # between 0.1 GB/s and 1 TB/s: any real machine
+    with pytest.raises(model.StepCostError):
+        model.memory_bandwidth(megabytes=1)

@@ -1,0 +1,149 @@
+"""Read measured records: summaries per mode, text tables, what each model's passes cost, where outputs part.
+
+    compared = compare_with_plain(records)        # utils.generation
+    show_table(summarise(compared))               # speed-up, acceptance, tokens per pass per (backend, mode, setting)
+    show_table(speculation_breakdown(compared))   # draft and main time per pass, c, per-token acceptance
+    pair = first_divergent_pair(compared)         # the first record that differs from plain, if any
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from utils import decoding_metrics
+from utils.generation import GenerationRecord
+from utils.text_compare import first_divergence
+
+
+def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
+    """One row per (mode, setting): totals over prompts and the speed-up over comparable prompts only.
+
+    The speed-up is total plain time / total time over the prompts whose token
+    counts matched plain (None if there are none). acceptance_rate and
+    tokens_per_pass pool all prompts (`utils.decoding_metrics`). Needs compared records.
+    """
+    groups: dict[tuple[str, str, str], list[GenerationRecord]] = {}
+    for record in records:
+        groups.setdefault((record.stack, record.mode, record.setting), []).append(record)
+    rows = []
+    for (stack, mode, setting), group in groups.items():
+        comparable = [record for record in group if record.speedup_vs_plain is not None]
+        plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in comparable)
+        this_time = sum(record.wall_seconds for record in comparable)
+        counted = [record for record in group if record.draft_tokens is not None]
+        tokens = sum(record.generated_tokens for record in group)
+        steps = [record.tokens_per_step for record in group]
+        rows.append({
+            "stack": stack,
+            "mode": mode,
+            "setting": setting,
+            "prompts": len(group),
+            "generated_tokens": tokens,
+            "wall_seconds": sum(record.wall_seconds for record in group),
+            "tokens_per_second": tokens / sum(record.wall_seconds for record in group),
+            "comparable_prompts": len(comparable),
+            "speedup_vs_plain": plain_time / this_time if comparable and this_time > 0 else None,
+            "identical_prompts": sum(bool(record.identical_to_plain) for record in group),
+            "acceptance_rate": decoding_metrics.acceptance_rate(
+                sum(record.accepted_tokens for record in counted), sum(record.draft_tokens for record in counted))
+            if counted else None,
+            "tokens_per_pass": decoding_metrics.pooled_tokens_per_main_pass(steps) if all(steps) else None,
+        })
+    return rows
+
+
+def format_table(records: Sequence[GenerationRecord]) -> str:
+    """A fixed-width text table of records: mode, setting, task, prompt, time, tokens, tokens/s, speed-up, ..."""
+    header = ("mode", "setting", "task", "prompt", "time s", "tokens", "tok/s", "speed-up", "accept",
+              "tok/pass", "identical")
+    rows = [header]
+    for record in records:
+        rows.append((
+            record.mode,
+            record.setting,
+            record.task,
+            record.prompt_id,
+            f"{record.wall_seconds:.3f}",
+            str(record.generated_tokens),
+            f"{record.tokens_per_second:.1f}",
+            f"{record.speedup_vs_plain:.2f}x" if record.speedup_vs_plain is not None else "-",
+            f"{record.acceptance_rate:.2f}" if record.acceptance_rate is not None else "-",
+            f"{record.tokens_per_pass:.2f}" if record.tokens_per_pass is not None else "-",
+            "-" if record.identical_to_plain is None else ("yes" if record.identical_to_plain else
+                                                           f"no (@{record.first_difference})"),
+        ))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
+    """Per speculative record: passes, acceptance, per-pass costs of draft and main, and Leviathan's prediction.
+
+    cost ratio c = draft time per pass / main time per pass (from GenAI's
+    per-model inference durations of this run; `utils.decoding_metrics.cost_ratio`).
+    With a fixed K, the per-token acceptance `a` that explains the measured
+    tokens per main pass is recovered, and `predicted_speedup(a, K, c)` is shown
+    next to the measured speed-up; the formula assumes a verification pass
+    costs as much as a plain step.
+    """
+    from utils.speedup_model import predicted_speedup
+
+    rows = []
+    for record in records:
+        if record.main_model_metrics is None or record.draft_model_metrics is None or not record.main_passes:
+            continue
+        main_ms = record.main_model_metrics["inference_ms"] / max(record.main_model_metrics["passes"], 1)
+        draft_ms = record.draft_model_metrics["inference_ms"] / max(record.draft_model_metrics["passes"], 1)
+        cost_ratio = decoding_metrics.cost_ratio(draft_ms, main_ms) if main_ms > 0 else None
+        k = record.num_assistant_tokens
+        predicted = per_token_acceptance = None
+        if k and cost_ratio is not None and record.tokens_per_pass is not None:
+            per_token_acceptance = decoding_metrics.per_token_acceptance(record.tokens_per_pass, k)
+            predicted = predicted_speedup(per_token_acceptance, k, cost_ratio)
+        rows.append({
+            "prompt": record.prompt_id,
+            "setting": record.setting,
+            "tokens": record.generated_tokens,
+            "main passes": record.main_passes,
+            "draft passes": record.draft_model_metrics["passes"],
+            "drafted": record.draft_tokens,
+            "accepted": record.accepted_tokens,
+            "acceptance": record.acceptance_rate,
+            "main ms/pass": main_ms,
+            "draft ms/pass": draft_ms,
+            "c": cost_ratio,
+            "a (from tok/pass)": per_token_acceptance,
+            "predicted speed-up": predicted,
+            "measured speed-up": record.speedup_vs_plain,
+        })
+    return rows
+
+
+def first_divergent_pair(records: Sequence[GenerationRecord]) -> tuple[GenerationRecord, GenerationRecord] | None:
+    """(plain record, other record) for the first compared record that differs from plain, or None."""
+    for record in records:
+        if record.mode != "plain" and record.identical_to_plain is False:
+            for plain in records:
+                if plain.mode == "plain" and plain.prompt_id == record.prompt_id and plain.stack == record.stack:
+                    return plain, record
+    return None
+
+
+def describe_divergence(plain: GenerationRecord, other: GenerationRecord, tokenizer: Any, context_tokens: int = 12
+                        ) -> str:
+    """Text around the first token where `other` leaves `plain`: the shared lead-in, then both continuations."""
+    position = first_divergence(plain.token_ids, other.token_ids)
+    if position is None:
+        return f"{other.mode} ({other.setting}) is identical to plain on {plain.prompt_id}."
+
+    def text(ids: Sequence[int]) -> str:
+        return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    start = max(0, position - context_tokens)
+    shared = text(plain.token_ids[start:position])
+    return (f"{plain.prompt_id}: first difference at generated token {position}\n"
+            f"  shared   ...{shared!r}\n"
+            f"  plain        -> {text(plain.token_ids[position:position + context_tokens])!r}\n"
+            f"  {other.mode:<12} -> {text(other.token_ids[position:position + context_tokens])!r}")
