@@ -81,7 +81,7 @@ def prepare_exported_draft(settings: DraftTrainingSettings | str, main: MainMode
 
     settings = get_settings(settings)
     folders = draft_folders(settings, as_main_model(main))
-    require_complete(folders.hf, "trained draft")
+    require_complete(folders.hf, "trained draft", "train it first with utils.draft_train.prepare_trained_draft")
     recipe = export_recipe(settings, folders.hf)
     if not force and is_up_to_date(folders.openvino, recipe):
         print(f"Reusing the exported draft in {folders.openvino}")

@@ -135,11 +135,13 @@ def package_versions(*packages: str) -> dict[str, str]:
     return {package: importlib.metadata.version(package) for package in packages}
 
 
-def require_complete(folder: Path, role: str) -> None:
-    """Raise a DraftTrainingError unless `folder` is a finished folder (`utils.atomic_folder`)."""
+PREPARE_THE_MAIN = "prepare the offline pair first: python3 tutorial.py lab, or python -m utils.offline_pair"
+
+
+def require_complete(folder: Path, role: str, what_to_do: str = PREPARE_THE_MAIN) -> None:
+    """Raise a DraftTrainingError, saying `what_to_do`, unless `folder` is a finished folder (`utils.atomic_folder`)."""
     if not (Path(folder) / ".complete").is_file():
-        raise DraftTrainingError(f"The {role} folder {folder} is missing or incomplete. Prepare the offline pair "
-                                 "first: python3 tutorial.py lab, or python -m utils.offline_pair.")
+        raise DraftTrainingError(f"The {role} folder {folder} is missing or incomplete; {what_to_do}.")
 
 
 # --------------------------------------------------------------------------- the main model

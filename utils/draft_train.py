@@ -331,7 +331,7 @@ def prepare_trained_draft(settings: DraftTrainingSettings | str, main: MainModel
     main = as_main_model(main)
     require_complete(main.hf, "main model (Hugging Face)")
     folders = draft_folders(settings, main)
-    require_complete(folders.data, "training data")
+    require_complete(folders.data, "training data", "write it first with utils.draft_data.prepare_training_data")
     recipe = draft_recipe(settings, folders.data, main.hf)
     if not force and is_up_to_date(folders.hf, recipe):
         print(f"Reusing the trained draft in {folders.hf}")
