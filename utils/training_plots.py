@@ -50,7 +50,7 @@ def plot_speedup_vs_acceptance(cost_ratio: float, draft_lengths: Sequence[int], 
     """The formula's speed-up against acceptance `a` for each K at this cost ratio, with the measured runs on it.
 
     measured: rows with "K", "per_token_acceptance" and "speedup" (from
-    `utils.draft_training.measure_speculation`). reference_cost_ratios: other c values to draw for the
+    `utils.draft_evaluation.measure_speculation`). reference_cost_ratios: other c values to draw for the
     best K (dashed), e.g. a draft on a bigger main model.
     """
     import matplotlib.pyplot as plt

@@ -1,0 +1,50 @@
+"""Tiny stand-ins for the draft-training tests: settings, a main-model config and easy-to-learn data."""
+from __future__ import annotations
+
+import numpy as np
+
+from utils.draft_data import Sample, TrainingData
+from utils.draft_settings import DraftTrainingSettings
+
+VOCAB = 40
+
+
+def tiny_settings(**changes) -> DraftTrainingSettings:
+    base = dict(name="tiny", prompts=2, hidden_size=8, layers=1, attention_heads=2, key_value_heads=1,
+                intermediate_size=16, epochs=30.0, max_training_minutes=5.0, batch_size=4, learning_rate=1e-2,
+                warmup_steps=0, teacher_top_k=0, distill_weight=0.0, seed=0)
+    base.update(changes)
+    return DraftTrainingSettings(**base)
+
+
+def tiny_main_config():
+    import transformers
+
+    return transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                    num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                                    bos_token_id=1, eos_token_id=2, pad_token_id=2, max_position_embeddings=128)
+
+
+def pattern_data(samples: int = 12, with_teacher: bool = False) -> TrainingData:
+    """Sequences that count upwards from 10 (mod 30, +10): easy to learn, uses only some of the vocabulary."""
+    rows = []
+    for index in range(samples):
+        start = index % 7
+        prefix = [1, 3, 4]  # "template": not scored
+        body = [10 + (start + step) % 20 for step in range(12)]
+        rows.append(Sample(sample_id=index, task="chat", opener="", kind="greedy" if index % 2 == 0 else "sampled",
+                              user_text=f"prompt {index // 2}", token_ids=prefix + body + [2], loss_start=3,
+                              answer_start=6))
+    data = TrainingData(rows, stats={"tokens_generated": 0})
+    if with_teacher:
+        total = sum(len(s.token_ids) for s in rows)
+        ids = np.zeros((total, 2), dtype=np.int32)
+        logprobs = np.log(np.tile(np.array([[0.9, 0.1]], dtype=np.float16), (total, 1)))
+        position = 0
+        for sample in rows:
+            for j, token in enumerate(sample.token_ids):
+                following = sample.token_ids[j + 1] if j + 1 < len(sample.token_ids) else 2
+                ids[position] = [following, 10]
+                position += 1
+        data.teacher_ids, data.teacher_logprobs = ids, logprobs.astype(np.float16)
+    return data

@@ -1,0 +1,57 @@
+"""Tests for utils.draft_evaluation: verdicts (no model), then measurements on the offline pair."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from utils import draft_evaluation as dev
+from utils import draft_export as dx
+
+
+
+def test_verdicts_say_what_a_speedup_means_and_flag_noise() -> None:
+    theory = [{"K": 1, "measured": 1.12, "a_K": 0.03, "with_verification_cost": 0.85},
+              {"K": 2, "measured": 0.95, "a_K": 0.25, "with_verification_cost": 0.97},
+              {"K": 3, "measured": 1.01, "a_K": 0.25, "with_verification_cost": 1.0}]
+    first, second, third = dev.speedup_verdicts(theory)
+    assert "faster" in first and "noise" in first and "0.85x" in first
+    assert "slower" in second and "noise" not in second
+    assert "no measurable difference" in third and "noise" not in third
+
+
+def test_trimmed_draft_runs_in_openvino_genai_and_keeps_the_output(offline_pair, tmp_path: Path) -> None:
+    """The main model with its output layer trimmed is a valid draft: GenAI loads it, output stays identical."""
+    from utils.pipelines import load_pipeline
+    from utils.generation import DecodingSettings, run_prompt
+
+    prompt = "Write a Python function that adds two numbers."
+    plain = load_pipeline("plain", offline_pair.main, precision="f32")
+    reference = run_prompt(plain, prompt, DecodingSettings("plain", max_new_tokens=24))
+    keep = sorted(set(range(2000)) | set(reference.token_ids))  # the answer's tokens and the 2,000 commonest ids
+    trimmed = dx.trim_output_layer(offline_pair.main, tmp_path / "trimmed-main", keep, {"test": 1})
+    rows, records = dev.measure_speculation(offline_pair.main, trimmed, [prompt], [2], max_new_tokens=24, repeats=1)
+    speculative = next(record for record in records if record.mode == "speculative")
+    assert speculative.token_ids == reference.token_ids
+    assert rows[0]["identical_prompts"] == rows[0]["prompts"] == 1
+    # a draft that is the main model itself on these tokens is nearly always right
+    assert rows[0]["per_token_acceptance"] > 0.8
+
+
+def test_step_times_of_several_drafts_are_measured_together(offline_pair) -> None:
+    main_steps, draft_steps = dev.measure_draft_step_times(
+        offline_pair.main, {"int4": offline_pair.draft, "int8": offline_pair.int8}, token_counts=[2], repeats=2,
+        context_tokens=16)
+    assert [step.tokens for step in main_steps] == [1, 2]
+    assert list(draft_steps) == ["int4", "int8"]
+    assert all(len(step.samples_ms) == 2 and step.median_ms > 0 for step in [*main_steps, *draft_steps.values()])
+    assert draft_steps["int4"].model == offline_pair.draft.name
+
+
+
+def test_measure_speculation_refuses_bad_draft_lengths(tmp_path: Path) -> None:
+    from utils.draft_settings import DraftTrainingError
+
+    for lengths in ([], [0], [True], [2.0]):
+        with pytest.raises(DraftTrainingError, match="integers >= 1"):
+            dev.measure_speculation(tmp_path, tmp_path, [], lengths)
