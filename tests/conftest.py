@@ -1,4 +1,4 @@
-"""Shared fixtures: the prepared offline model folders, and a throwaway models folder."""
+"""Shared fixtures: the prepared offline model folders, a throwaway models folder, and a fake pair on disk."""
 from __future__ import annotations
 
 import socket
@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import pytest
 
-from utils.model_catalogue import SMOLLM2_FP16, SMOLLM2_HF_FOLDER, SMOLLM2_INT4, SMOLLM2_INT8
-from utils.model_check import check_model_folder
+from utils.model_catalogue import SMOLLM2_FP16, SMOLLM2_HF_FOLDER, SMOLLM2_INT4, SMOLLM2_INT8, ModelPair, ModelSpec
+from utils.model_check import REQUIRED_OPENVINO_FILES, check_model_folder
 from utils.paths import MODELS_DIR_ENV, models_dir
 
 
@@ -40,6 +40,23 @@ def tmp_models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(MODELS_DIR_ENV, str(folder))
     assert models_dir() == folder.resolve()
     return folder.resolve()
+
+
+@pytest.fixture
+def fake_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModelPair:
+    """A pair of placeholder model folders (main, default draft, an "int8" draft); nothing can load them."""
+    monkeypatch.setenv(MODELS_DIR_ENV, str(tmp_path / "models"))
+    monkeypatch.setenv("SPECDEC_BUILD_DIR", str(tmp_path / "build"))
+    specs = {}
+    for name in ("main", "draft", "draft8"):
+        folder = tmp_path / "models" / f"fake-{name}"
+        folder.mkdir(parents=True)
+        for file_name in REQUIRED_OPENVINO_FILES:
+            (folder / file_name).write_text("placeholder")
+        (folder / "openvino_model.bin").write_bytes(b"0" * 1000)
+        specs[name] = ModelSpec(f"fake-{name}", name, 1e6, "fp16")
+    return ModelPair("fake", "fake pair", specs["main"], specs["draft"], needs_network=False,
+                     alternative_drafts={"int8": specs["draft8"]})
 
 
 def closed_local_url() -> str:

@@ -213,6 +213,7 @@ def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.M
     from utils.model_catalogue import ModelPair, ModelSpec
     from utils.model_check import REQUIRED_OPENVINO_FILES
     from utils.prompts import Prompt
+    from utils.result_cache import ResultCache
 
     monkeypatch.setenv("SPECDEC_MODELS_DIR", str(tmp_path / "models"))
     specs = []
@@ -238,7 +239,7 @@ def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.M
                 for prompt in prompts]
 
     monkeypatch.setattr(sweeps, "measure_point", fake_measure_point)
-    cache = sweeps.ResultCache(tmp_path / "cache")
+    cache = ResultCache(tmp_path / "cache")
     prompts = [Prompt("a", "code", "Write code."), Prompt("b", "chat", "Hi?")]
     model = StepCostModel(0.2, world.main_step)
     result = autotune_pair(pair, prompts, CANDIDATES, budget_seconds=600, cost_model=model, cache=cache,

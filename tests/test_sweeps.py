@@ -1,113 +1,19 @@
-"""Tests of utils.sweeps: the disk cache, sweep points, summaries, and the sweep runner (fake and real models)."""
+"""Tests of utils.sweeps: sweep points, grids, summaries, the sweep runner (fake and real models), step times."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import pytest
+from fake_sweeps import PROMPTS, fake_records, fake_sweep, record
 
-from figure_data import plotted_values
-from utils import result_cache, sweeps
-from utils.figures import save_figure
-from utils.pipelines import SpeculationSetupError
-from utils.generation import DecodingSettings, GenerationRecord
+from utils import sweeps
+from utils.generation import DecodingSettings
 from utils.model_catalogue import ModelPair, ModelSpec, get_pair
-from utils.model_check import REQUIRED_OPENVINO_FILES
-from utils.prompts import Prompt, select_prompts
+from utils.pipeline_pool import PipelinePool, PipelineSpec
+from utils.prompts import select_prompts
+from utils.result_cache import ResultCache
 from utils.speedup_model import expected_tokens_per_pass
-
-
-def record(**values) -> GenerationRecord:
-    """A GenerationRecord with harmless defaults for every field not given."""
-    defaults = {"mode": "speculative", "setting": "K=3", "prompt_id": "p", "task": "chat", "device": "CPU",
-                "precision": "f32", "backend": "continuous_batching", "input_tokens": 10, "generated_tokens": 8,
-                "token_ids": [1] * 8, "text": "", "wall_seconds": 1.0, "tokens_per_second": 8.0}
-    data = {}
-    for field in dataclasses.fields(GenerationRecord):
-        if field.name in values:
-            data[field.name] = values[field.name]
-        elif field.name in defaults:
-            data[field.name] = defaults[field.name]
-        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-            data[field.name] = None
-    return GenerationRecord(**data)
-
-
-# --------------------------------------------------------------------------- cache
-
-
-def test_cache_round_trip_clear_and_disable(tmp_path: Path) -> None:
-    cache = sweeps.ResultCache(tmp_path)
-    key = {"kind": "point", "a": 1, "b": [1, 2]}
-    assert cache.get(key) is None
-    cache.put(key, [{"x": 1.5}])
-    assert cache.get({"b": [1, 2], "a": 1, "kind": "point"}) == [{"x": 1.5}]  # key order does not matter
-    assert cache.get({**key, "a": 2}) is None
-    assert cache.clear() == 1
-    assert cache.get(key) is None
-    disabled = sweeps.ResultCache(tmp_path, enabled=False)
-    disabled.put(key, 1)
-    assert disabled.get(key) is None
-    assert not list(tmp_path.glob("*.json"))
-
-
-def test_corrupt_cache_file_is_measured_again(tmp_path: Path) -> None:
-    cache = sweeps.ResultCache(tmp_path)
-    key = {"kind": "point", "a": 1}
-    cache.path_of(key).parent.mkdir(parents=True, exist_ok=True)
-    cache.path_of(key).write_text("{not json")
-    value, from_cache = cache.get_or_compute(key, lambda: 42)
-    assert (value, from_cache) == (42, False)
-    assert cache.get_or_compute(key, lambda: 0) == (42, True)
-    assert json.loads(cache.path_of(key).read_text())["key"] == key
-
-
-def test_make_cache_can_clear_first(tmp_path: Path) -> None:
-    sweeps.ResultCache(tmp_path).put({"kind": "x"}, 1)
-    assert result_cache.make_cache(folder=tmp_path).get({"kind": "x"}) == 1
-    assert result_cache.make_cache(folder=tmp_path, clear_cache=True).get({"kind": "x"}) is None
-
-
-def test_default_cache_lives_in_the_build_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPECDEC_BUILD_DIR", str(tmp_path))
-    assert sweeps.ResultCache().folder == tmp_path / result_cache.CACHE_FOLDER_NAME
-
-
-# --------------------------------------------------------------------------- a fake pair on disk
-
-
-@pytest.fixture
-def fake_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModelPair:
-    monkeypatch.setenv("SPECDEC_MODELS_DIR", str(tmp_path / "models"))
-    monkeypatch.setenv("SPECDEC_BUILD_DIR", str(tmp_path / "build"))
-    specs = {}
-    for name in ("main", "draft", "draft8"):
-        folder = tmp_path / "models" / f"fake-{name}"
-        folder.mkdir(parents=True)
-        for file_name in REQUIRED_OPENVINO_FILES:
-            (folder / file_name).write_text("placeholder")
-        (folder / "openvino_model.bin").write_bytes(b"0" * 1000)
-        specs[name] = ModelSpec(f"fake-{name}", name, 1e6, "fp16")
-    return ModelPair("fake", "fake pair", specs["main"], specs["draft"], needs_network=False,
-                     alternative_drafts={"int8": specs["draft8"]})
-
-
-PROMPTS = [Prompt("c1", "code", "Write code."), Prompt("h1", "chat", "Hello?"),
-           Prompt("s1", "summarisation", "Summarise " + "words " * 10, "long")]
-
-
-def fake_records(point, prompts) -> list[GenerationRecord]:
-    """Pretend measurement: plain takes 1 s per prompt; K=k takes 1/(1 + 0.1 k) s with identical output."""
-    k = point.settings.num_assistant_tokens or 1
-    out = []
-    for prompt in prompts:
-        steps = [1] + [k + 1] * 3 + [1]  # the prefill pass, every draft token accepted, a cut-short last pass
-        out.append(record(mode="plain", setting="greedy", prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0))
-        out.append(record(prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0 / (1 + 0.1 * k),
-                          speedup_vs_plain=1 + 0.1 * k, identical_to_plain=True, acceptance_rate=0.5,
-                          tokens_per_step=steps, generated_tokens=sum(steps), main_passes=len(steps)))
-    return out
 
 
 def fake_measure(calls: list):
@@ -116,6 +22,9 @@ def fake_measure(calls: list):
         calls.append([point.value for point in points])
         return [fake_records(point, prompts) for point in points]
     return measure
+
+
+# --------------------------------------------------------------------------- the runner and its cache (fake models)
 
 
 def test_run_sweep_measures_once_then_reads_the_cache(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,7 +38,7 @@ def test_run_sweep_measures_once_then_reads_the_cache(fake_pair: ModelPair, monk
     def no_loading(self, spec):
         raise AssertionError("a cached sweep must not load models")
 
-    monkeypatch.setattr(sweeps.PipelinePool, "get", no_loading)
+    monkeypatch.setattr(PipelinePool, "get", no_loading)
     again = sweeps.run_sweep(fake_pair, points, PROMPTS, progress=False)
     assert calls == [[1, 2, 4]]
     assert [point.from_cache for point in again.points] == [True, True, True]
@@ -141,20 +50,35 @@ def test_run_sweep_measures_only_missing_points_grouped_by_pipeline(fake_pair: M
     calls: list = []
     monkeypatch.setattr(sweeps, "measure_points", fake_measure(calls))
     sweeps.run_sweep(fake_pair, sweeps.k_points([2]), PROMPTS, progress=False)
-    int8 = sweeps.PipelineSpec(draft_variant="int8")
+    int8 = PipelineSpec(draft_variant="int8")
     mixed = sweeps.k_points([1, 2, 3]) + sweeps.k_points([2], pipeline=int8) + sweeps.k_points([5], max_new_tokens=8)
     result = sweeps.run_sweep(fake_pair, mixed, PROMPTS, progress=False)
     assert calls == [[2], [1, 3], [2], [5]]
     assert [point.point.value for point in result.points] == [1, 2, 3, 2, 5]  # the order asked for
     assert [point.from_cache for point in result.points] == [False, True, False, False, False]
-    sweeps.ResultCache().clear()
+    ResultCache().clear()
     sweeps.run_sweep(fake_pair, sweeps.k_points([2]), PROMPTS, progress=False)
     assert calls[-1] == [2]  # measured again after clearing
 
 
+def test_a_cache_entry_of_an_old_layout_is_measured_again(fake_pair: ModelPair,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list = []
+    monkeypatch.setattr(sweeps, "measure_points", fake_measure(calls))
+    point = sweeps.k_points([2])[0]
+    cache = ResultCache()
+    cache.put(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2), [{"mode": "plain"}])  # fields missing
+    result = sweeps.run_sweep(fake_pair, [point], PROMPTS, cache=cache, progress=False)
+    assert calls == [[2]] and not result.points[0].from_cache
+    stored = cache.get(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2))
+    assert stored == [r.as_dict() for r in result.points[0].records]  # replaced by the new measurement
+    again = sweeps.run_sweep(fake_pair, [point], PROMPTS, cache=cache, progress=False)
+    assert again.points[0].from_cache and again.points[0].records == result.points[0].records
+
+
 def test_sweep_rows_group_by_task_length_and_prompt(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweeps, "measure_points", fake_measure([]))
-    result = sweeps.run_sweep(fake_pair, sweeps.k_points([2, 4]), PROMPTS, cache=sweeps.ResultCache(enabled=False),
+    result = sweeps.run_sweep(fake_pair, sweeps.k_points([2, 4]), PROMPTS, cache=ResultCache(enabled=False),
                               progress=False)
     by_task = result.rows(by="task")
     assert {(row["value"], row["group"]) for row in by_task} == {(k, t) for k in (2, 4)
@@ -163,6 +87,7 @@ def test_sweep_rows_group_by_task_length_and_prompt(fake_pair: ModelPair, monkey
     assert by_length[(2, "short")]["prompts"] == 2 and by_length[(2, "long")]["prompts"] == 1
     overall = {row["value"]: row for row in result.rows()}
     assert overall[4]["speedup"] == pytest.approx(1.4)
+    assert overall[4]["acceptance_rate"] == pytest.approx(0.5)
     assert overall[4]["tokens_per_pass"] == 5  # the prefill pass and the last pass are left out
     assert overall[4]["per_token_acceptance"] == pytest.approx(1.0, abs=1e-6)
     assert result.best()["all"]["value"] == 4
@@ -170,6 +95,18 @@ def test_sweep_rows_group_by_task_length_and_prompt(fake_pair: ModelPair, monkey
     assert {row["group"] for row in result.rows(by="prompt")} == {"c1", "h1", "s1"}
     with pytest.raises(ValueError):
         result.rows(by="colour")
+
+
+def test_best_picks_the_fastest_value_per_group() -> None:
+    def speedup(point, prompt):  # long prompts gain most at K=2, short ones at K=4
+        k = point.settings.num_assistant_tokens
+        return {2: 1.5, 4: 1.1}[k] if prompt.length == "long" else 1 + 0.1 * k
+
+    result = fake_sweep(sweeps.k_points([2, 4]), speedup)
+    best = result.best(by="length")
+    assert (best["long"]["value"], best["long"]["speedup"]) == (2, pytest.approx(1.5))
+    assert (best["short"]["value"], best["short"]["speedup"]) == (4, pytest.approx(1.4))
+    assert result.knob == "num_assistant_tokens"
 
 
 def test_run_sweep_checks_model_folders_before_measuring(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,12 +118,21 @@ def test_run_sweep_checks_model_folders_before_measuring(fake_pair: ModelPair, m
     assert calls == []
     with pytest.raises(ValueError, match="at least one point"):
         sweeps.run_sweep(fake_pair, [], PROMPTS, progress=False)
+    with pytest.raises(ValueError, match="at least one prompt"):
+        sweeps.run_sweep(fake_pair, sweeps.k_points([1]), [], progress=False)
+
+
+def test_measure_points_refuses_points_on_different_pipelines(fake_pair: ModelPair) -> None:
+    mixed = sweeps.k_points([1]) + sweeps.k_points([2], pipeline=PipelineSpec(draft_variant="int8"))
+    with pytest.raises(ValueError, match="same pipeline"):
+        sweeps.measure_points(PipelinePool(fake_pair), mixed, PROMPTS)
+    assert sweeps.measure_points(PipelinePool(fake_pair), [], PROMPTS) == []
 
 
 def test_cache_key_covers_what_changes_a_measurement(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
     point = sweeps.k_points([3])[0]
     base = sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2)
-    digest = sweeps.ResultCache.digest
+    digest = ResultCache.digest
     assert digest(base) == digest(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2))
     variations = [
         sweeps.point_cache_key(fake_pair, "GPU", point, PROMPTS, 1, 2),
@@ -195,7 +141,7 @@ def test_cache_key_covers_what_changes_a_measurement(fake_pair: ModelPair, monke
         sweeps.point_cache_key(fake_pair, "CPU", point, [dataclasses.replace(PROMPTS[0], text="Other.")] + PROMPTS[1:],
                                1, 2),
         sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 3),
-        sweeps.point_cache_key(fake_pair, "CPU", dataclasses.replace(point, pipeline=sweeps.PipelineSpec(
+        sweeps.point_cache_key(fake_pair, "CPU", dataclasses.replace(point, pipeline=PipelineSpec(
             draft_variant="int8")), PROMPTS, 1, 2),
     ]
     assert len({digest(key) for key in variations} | {digest(base)}) == len(variations) + 1
@@ -203,40 +149,34 @@ def test_cache_key_covers_what_changes_a_measurement(fake_pair: ModelPair, monke
     assert digest(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2)) != digest(base)
 
 
-def test_model_fingerprint_follows_the_build_marker(tmp_path: Path) -> None:
-    (tmp_path / "openvino_model.bin").write_bytes(b"12345")
-    without_marker = sweeps.model_fingerprint(tmp_path)
-    assert without_marker.startswith("5-")
-    (tmp_path / ".complete").write_text('{"built_at": 1}')
-    first = sweeps.model_fingerprint(tmp_path)
-    (tmp_path / ".complete").write_text('{"built_at": 2}')
-    assert sweeps.model_fingerprint(tmp_path) != first
-    assert sweeps.model_fingerprint(tmp_path / "missing") == "missing"
-
-
-# --------------------------------------------------------------------------- points and specs
-
-
-def test_pipeline_specs() -> None:
-    spec = sweeps.PipelineSpec(draft_variant="int8", draft_precision="bf16", cache_size_gb=1)
-    assert spec.plain_reference == sweeps.PipelineSpec("plain", main_precision="f32", cache_size_gb=1)
-    assert spec.label == "int8 draft @ bf16, main @ f32"
-    with pytest.raises(SpeculationSetupError):
-        sweeps.PipelineSpec("plain", draft_variant="int8")
-    with pytest.raises(SpeculationSetupError):
-        sweeps.PipelineSpec(main_precision="f64")
+# --------------------------------------------------------------------------- points, prompts, grids, summaries
 
 
 def test_point_factories() -> None:
     ks = sweeps.k_points([1, 5], max_new_tokens=20)
     assert [(p.knob, p.value, p.settings.num_assistant_tokens, p.settings.max_new_tokens) for p in ks] == [
         ("num_assistant_tokens", 1, 1, 20), ("num_assistant_tokens", 5, 5, 20)]
+    assert ks[0].label == "num_assistant_tokens=1"
     thresholds = sweeps.threshold_points([0.3])
     assert thresholds[0].settings.assistant_confidence_threshold == 0.3
     assert thresholds[0].settings.num_assistant_tokens is None
     drafts = sweeps.draft_points([("int8", "bf16"), (None, "f32")], k=2)
     assert [p.value for p in drafts] == ["int8 @ bf16", "default @ f32"]
     assert drafts[0].pipeline.draft_precision == "bf16" and drafts[0].settings.num_assistant_tokens == 2
+
+
+def test_plain_settings_keep_budget_and_sampling() -> None:
+    settings = DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=17, ignore_eos=True,
+                                do_sample=True, temperature=0.7, top_p=0.9, rng_seed=5)
+    plain = sweeps.plain_settings_for(settings)
+    assert (plain.mode, plain.num_assistant_tokens, plain.max_new_tokens, plain.ignore_eos) == ("plain", None, 17, True)
+    assert (plain.do_sample, plain.temperature, plain.top_p, plain.rng_seed) == (True, 0.7, 0.9, 5)
+
+
+def test_draft_sizes_are_keyed_like_draft_points(fake_pair: ModelPair) -> None:
+    drafts = [("int8", "bf16"), (None, "f32")]
+    sizes = sweeps.draft_sizes_mb(fake_pair, drafts)
+    assert sizes == {point.value: pytest.approx(1000 / 1e6) for point in sweeps.draft_points(drafts)}
 
 
 def test_sweep_prompts_mix_short_and_long() -> None:
@@ -271,69 +211,24 @@ def test_summary_of_fabricated_records() -> None:
     assert sweeps.summarise_records(records, draft_length=None)["per_token_acceptance"] is None
 
 
-def test_cached_records_of_an_old_layout_are_ignored() -> None:
-    assert sweeps._records_or_none([{"mode": "plain"}]) is None
-    assert sweeps._records_or_none(None) is None
-    assert sweeps._records_or_none([record().as_dict()])[0] == record()
+# --------------------------------------------------------------------------- recommendations from sweep results
 
 
-# --------------------------------------------------------------------------- real models (small)
+def test_recommendations_of_a_fake_sweep() -> None:
+    from utils.autotune import recommendation_rows
 
-OFFLINE = get_pair("offline")
-
-
-def test_real_sweep_concurrency_and_memory(tmp_path: Path, offline_pair) -> None:
-    cache = sweeps.ResultCache(tmp_path)
-    pool = sweeps.PipelinePool(OFFLINE)
-    prompts = select_prompts(tasks=["code"], length="short", per_task=1)
-    result = sweeps.run_sweep(OFFLINE, sweeps.k_points([2], max_new_tokens=8), prompts, repeats=1, cache=cache,
-                              pool=pool, progress=False)
-    row = result.rows()[0]
-    assert row["identical"] and row["speedup"] is not None and 0.0 <= row["acceptance_rate"] <= 1.0
-    assert 1.0 <= row["tokens_per_pass"] <= 3.0
-
-    # A low confidence threshold lets the draft propose several tokens per step (it needs token probabilities).
-    low_threshold = sweeps.run_sweep(OFFLINE, sweeps.threshold_points([0.05], max_new_tokens=16), prompts, repeats=1,
-                                     cache=cache, pool=pool, progress=False).rows()[0]
-    assert low_threshold["identical"] and low_threshold["max_tokens_per_pass"] > 2
-
-    settings = DecodingSettings("speculative", num_assistant_tokens=2, max_new_tokens=8)
-    load = sweeps.measure_concurrency(OFFLINE, [2, 1], prompts, settings, repeats=1, cache=cache, pool=pool,
-                                      progress=False)
-    assert [(r["concurrency"], r["mode"]) for r in load] == [(1, "plain"), (1, "speculative"), (2, "plain"),
-                                                             (2, "speculative")]
-    assert all(r["identical_to_plain"] for r in load)
-    assert load[2]["generated_tokens"] == 2 * load[0]["generated_tokens"]
-    pool.release()
-
-    memory = sweeps.measure_memory(OFFLINE, [sweeps.PipelineSpec("plain")], prompts,
-                                   {"plain": DecodingSettings("plain", max_new_tokens=4)}, cache=cache, progress=False)
-    assert memory[0]["peak_rss_mb"] >= memory[0]["rss_after_load_mb"] > memory[0]["rss_start_mb"] > 0
-    assert memory[0]["main_weights_mb"] > 100
+    k_sweep = fake_sweep(sweeps.k_points([1, 2, 4]))
+    threshold_sweep = fake_sweep(sweeps.threshold_points([0.3, 0.6]))
+    load = [{"concurrency": n, "mode": mode, "latency_seconds": 1.0, "tokens_per_second": rate,
+             "throughput_vs_plain": rate / 10.0, "latency_speedup": rate / 10.0, "identical_to_plain": True}
+            for n in (1, 2) for mode, rate in (("plain", 10.0), ("speculative", 12.0 / n))]
+    by_scope = {row["scope"]: row for row in recommendation_rows(k_sweep, threshold_sweep, concurrency=load)}
+    assert by_scope["task: code"]["recommended"] == "K=4" and by_scope["task: code"]["speed-up"] == pytest.approx(1.4)
+    assert by_scope["load: 1 request(s) at once"]["recommended"] == "speculative"
+    assert by_scope["load: 2 request(s) at once"]["verdict"].startswith("slower")
 
 
-def test_batch_exactness_refuses_bad_input(offline_pair) -> None:
-    speculative = DecodingSettings("speculative", num_assistant_tokens=2, max_new_tokens=4)
-    with pytest.raises(SpeculationSetupError):
-        sweeps.batch_exactness(OFFLINE, ["Hi"], 2, DecodingSettings("plain", max_new_tokens=4), progress=False)
-    for bad in (0, 1.5, True):
-        with pytest.raises(ValueError, match="requests"):
-            sweeps.batch_exactness(OFFLINE, ["Hi"], bad, speculative, progress=False)
-    with pytest.raises(ValueError, match="prompt"):
-        sweeps.batch_exactness(OFFLINE, [], 2, speculative, progress=False)
-    with pytest.raises(ValueError, match="token budget"):
-        sweeps.batch_exactness(OFFLINE, ["Hi"], 2, speculative, token_budgets=[], progress=False)
-
-
-def test_a_large_token_budget_keeps_a_speculative_batch_exact(offline_pair) -> None:
-    # The workaround notebook 05 recommends: with every prompt of the batch prefilled in one step, each of 8
-    # concurrent speculative requests must equal plain greedy decoding of its prompt alone (f32).
-    prompts = sweeps.sweep_prompts(long_prompts=0)
-    settings = DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=12)
-    [row] = sweeps.batch_exactness(OFFLINE, prompts, 8, settings, token_budgets=[4096], progress=False)
-    assert row["max_num_batched_tokens"] == 4096 and row["requests"] == 8
-    assert row["plain batch = alone"] == 8
-    assert row["speculative batch = alone"] == 8 and row["differing requests"] == []
+# --------------------------------------------------------------------------- cached step times
 
 
 def test_pair_step_times_are_cached(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -347,7 +242,7 @@ def test_pair_step_times_are_cached(fake_pair: ModelPair, monkeypatch: pytest.Mo
                 vc.StepTime("draft", 1, context_tokens, 4.0, [4.0]))
 
     monkeypatch.setattr(vc, "measure_pair_step_times", fake)
-    cache = sweeps.ResultCache()
+    cache = ResultCache()
     main_steps, draft_step, from_cache = sweeps.cached_pair_step_times(fake_pair, token_counts=[3, 1], cache=cache)
     assert not from_cache and [step.tokens for step in main_steps] == [1, 3] and draft_step.median_ms == 4.0
     assert sweeps.cached_pair_step_times(fake_pair, token_counts=[1, 3], cache=cache)[2]  # same key, from cache
@@ -355,71 +250,23 @@ def test_pair_step_times_are_cached(fake_pair: ModelPair, monkeypatch: pytest.Mo
     assert calls == [("fake-draft", [1, 3], "f32"), ("fake-draft8", [1, 3], "f32")]
 
 
-def test_pool_spells_the_same_pipeline_one_way(fake_pair: ModelPair) -> None:
-    pool = sweeps.PipelinePool(fake_pair)
-    default = sweeps.PipelineSpec()
-    fake_pair_with_named_default = dataclasses.replace(
-        fake_pair, alternative_drafts={**fake_pair.alternative_drafts, "mine": fake_pair.draft})
-    named = sweeps.PipelinePool(fake_pair_with_named_default)
-    assert named.canonical(sweeps.PipelineSpec(draft_variant="mine", draft_precision="f32")) == default
-    assert pool.canonical(sweeps.PipelineSpec(draft_variant="int8", draft_precision="f32")) == \
-        sweeps.PipelineSpec(draft_variant="int8")
-    assert pool.canonical(sweeps.PipelineSpec(draft_precision="bf16")).draft_precision == "bf16"
-    assert pool.canonical(sweeps.PipelineSpec("plain")) == sweeps.PipelineSpec("plain")
+# --------------------------------------------------------------------------- real models (small)
+
+OFFLINE = get_pair("offline")
 
 
-# --------------------------------------------------------------------------- plots and tables of sweep results
+def test_real_sweep_of_k_and_of_a_low_threshold(tmp_path: Path, offline_pair) -> None:
+    cache = ResultCache(tmp_path)
+    pool = PipelinePool(OFFLINE)
+    prompts = select_prompts(tasks=["code"], length="short", per_task=1)
+    result = sweeps.run_sweep(OFFLINE, sweeps.k_points([2], max_new_tokens=8), prompts, repeats=1, cache=cache,
+                              pool=pool, progress=False)
+    row = result.rows()[0]
+    assert row["identical"] and row["speedup"] is not None and 0.0 <= row["acceptance_rate"] <= 1.0
+    assert 1.0 <= row["tokens_per_pass"] <= 3.0
 
-
-def test_plots_recommendations_and_figures_of_a_fake_sweep(fake_pair: ModelPair, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from utils import tuning_plots
-    from utils.autotune import StepCostModel, Trial, autotune, recommendation_rows, theory_rows
-    from utils.verification_cost import StepTime
-
-    monkeypatch.setattr(sweeps, "measure_points", fake_measure([]))
-    k_sweep = sweeps.run_sweep(fake_pair, sweeps.k_points([1, 2, 4]), PROMPTS, progress=False)
-    threshold_sweep = sweeps.run_sweep(fake_pair, sweeps.threshold_points([0.3, 0.6]), PROMPTS, progress=False)
-    load = [{"concurrency": n, "mode": mode, "latency_seconds": 1.0, "tokens_per_second": rate,
-             "throughput_vs_plain": rate / 10.0, "latency_speedup": rate / 10.0, "identical_to_plain": True}
-            for n in (1, 2) for mode, rate in (("plain", 10.0), ("speculative", 12.0 / n))]
-    rows = recommendation_rows(k_sweep, threshold_sweep, concurrency=load)
-    by_scope = {row["scope"]: row for row in rows}
-    assert by_scope["task: code"]["recommended"] == "K=4" and by_scope["task: code"]["speed-up"] == pytest.approx(1.4)
-    assert by_scope["load: 1 request(s) at once"]["recommended"] == "speculative"
-    assert by_scope["load: 2 request(s) at once"]["verdict"].startswith("slower")
-
-    steps = [StepTime("main", n, 64, 10.0 + n, [10.0 + n]) for n in range(1, 6)]
-    model = StepCostModel(2.0, lambda n: 10.0 + n)
-    theory = theory_rows(k_sweep.rows(), model)
-    assert [row["K"] for row in theory] == [1, 2, 4]
-    tuned = autotune(lambda k: Trial(k, k_sweep.speedup_by_value()[k], k + 1.0), [1, 2, 4], budget_seconds=10)
-    memory = [{"pipeline": "plain", "cache_size_gb": "dynamic", "rss_after_load_mb": 100.0, "peak_rss_mb": 200.0}]
-    figures = {
-        "sweep": tuning_plots.plot_sweep(k_sweep, by="length"),
-        "drafts": tuning_plots.plot_drafts(k_sweep, {"1": 10.0}),
-        "load": tuning_plots.plot_concurrency(load),
-        "steps": tuning_plots.plot_step_times(steps, StepTime("draft", 1, 64, 2.0, [2.0])),
-        "memory": tuning_plots.plot_memory(memory),
-        "theory": tuning_plots.plot_theory(theory),
-        "autotune": tuning_plots.plot_autotune(k_sweep.speedup_by_value(), tuned),
-    }
-    expected = {  # each figure must draw these numbers (bar heights/widths, line or marker positions)
-        "sweep": [row["speedup"] for row in k_sweep.rows(by="length")],
-        "drafts": [row["speedup"] for row in k_sweep.rows()],
-        "load": [10.0, 12.0, 6.0],
-        "steps": [11.0, 12.0, 13.0, 14.0, 15.0, 2.0],
-        "memory": [100.0, 200.0],
-        "theory": [row["measured"] for row in theory] + [row["with_verification_cost"] for row in theory],
-        "autotune": list(k_sweep.speedup_by_value().values()),
-    }
-    for name, figure in figures.items():
-        drawn = plotted_values(figure)
-        missing = [value for value in expected[name] if not any(abs(value - seen) < 1e-6 for seen in drawn)]
-        assert not missing, f"{name} does not draw {missing}"
-    monkeypatch.setenv("SPECDEC_FIGURES_DIR", str(tmp_path / "figures"))
-    assert save_figure(figures["sweep"], "05-sweep").resolve() == tmp_path.resolve() / "figures" / "05-sweep.png"
-    assert (tmp_path / "figures" / "05-sweep.png").is_file()
+    # A low confidence threshold lets the draft propose several tokens per step (it needs token probabilities).
+    low_threshold = sweeps.run_sweep(OFFLINE, sweeps.threshold_points([0.05], max_new_tokens=16), prompts, repeats=1,
+                                     cache=cache, pool=pool, progress=False).rows()[0]
+    assert low_threshold["identical"] and low_threshold["max_tokens_per_pass"] > 2
+    pool.release()

@@ -259,12 +259,13 @@ def autotune_pair(
     against plain decoding on the sample prompts, interleaved
     (`utils.sweeps.measure_point`). The tuner's own measurements are not
     shared with sweeps; only its final result is cached (in `cache`, a
-    `utils.sweeps.ResultCache`), so a notebook re-run does not spend the
+    `utils.result_cache.ResultCache`), so a notebook re-run does not spend the
     budget again.
     """
     from utils.prompts import as_prompt
-    from utils.sweeps import (PipelinePool, PipelineSpec, ResultCache, check_pair_ready, k_points, measure_point,
-                              point_cache_key, threshold_points)
+    from utils.pipeline_pool import PipelinePool, PipelineSpec
+    from utils.result_cache import ResultCache
+    from utils.sweeps import check_pair_ready, k_points, measure_point, point_cache_key, threshold_points
     from utils.verification_cost import measure_pair_step_times, step_time_lookup
 
     values = _check_candidates(knob, candidates)
@@ -397,7 +398,7 @@ def recommendation_rows(
     """Recommendations derived from measured sweeps only: per task type, prompt length, draft and load.
 
     Sweeps are `utils.sweeps.SweepResult`s; concurrency is the row list of
-    `utils.sweeps.measure_concurrency`. Each row names the best measured
+    `utils.concurrency.measure_concurrency`. Each row names the best measured
     setting, its speed-up over plain decoding (throughput ratio for load rows)
     and a verdict.
     """

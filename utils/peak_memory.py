@@ -1,6 +1,6 @@
 """Peak memory of a piece of work, measured in a fresh Python process: the one probe every memory figure uses.
 
-    result = measure_in_fresh_process("utils.sweeps:load_and_generate", {"pair": "offline", ...})
+    result = measure_in_fresh_process("utils.pipeline_memory:load_and_generate", {"pair": "offline", ...})
     result["peak_rss_mb"], result["rss_start_mb"], result["rss_end_mb"], ...  # plus what the work returned
 
 The work is a real function, named ``"package.module:function"``; it takes

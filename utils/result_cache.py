@@ -2,9 +2,10 @@
 
 A key is a dict holding everything that could change the result (model
 folders' fingerprints, settings, prompts, package versions); its hash names the
-file. Used by `utils.sweeps` (sweep points, memory, step times) and
-`utils.autotune` (trials). ``CACHE_VERSION`` is part of every key: raise it when
-the meaning of stored results changes.
+file. Used by `utils.sweeps` (sweep points, step times), `utils.concurrency`
+(requests at once), `utils.pipeline_memory` (memory) and `utils.autotune`
+(trials). ``CACHE_VERSION`` is part of every key: raise it when the meaning of
+stored results changes.
 """
 from __future__ import annotations
 

@@ -1,25 +1,32 @@
-"""Sweeps over speculative-decoding settings, measured with `utils.generation` and cached on disk.
+"""Sweeps over speculative-decoding settings: points, grids, the runner and its results, cached on disk.
 
-A sweep is a list of `SweepPoint`s: one setting each (K, a confidence
-threshold, a draft variant, ...), with the pipeline it needs. `run_sweep`
-measures every point against plain decoding on the same prompts, interleaved
-(`utils.generation.measure_side_by_side`), so each speed-up is a ratio of runs
-taken side by side, and stores each finished point as one JSON file under
-``build_dir()/sweep-cache``. The cache key holds everything that could change
-the result: pair, model folders (and their build markers), device, pipeline
-and decoding settings, prompts, warm-up/repeats and the OpenVINO package
-versions. A re-run loads finished points without loading any model;
-``clear_cache=True`` measures again.
+Order of use:
 
     pair = get_pair("offline")
-    result = run_sweep(pair, k_points([1, 2, 3, 4]), sweep_prompts(), name="K")
+    grid = SMALL_GRID                                    # or FULL_GRID: the sizes of every sweep in notebook 05
+    points = k_points(grid.ks, grid.max_new_tokens)      # or threshold_points, draft_points
+    result = run_sweep(pair, points, sweep_prompts(), name="K", cache=ResultCache(), pool=PipelinePool(pair))
     result.rows(by="task")      # speed-up, acceptance, tokens per pass per K and task type
+    result.best(by="length"), result.speedup_by_value()
 
-Finished points are stored by `utils.result_cache.ResultCache` (also used by
-`utils.autotune`). Also here, because they are sweeps too: `measure_concurrency` (several requests
-at once through the continuous-batching pipeline), `measure_memory` (peak RSS
-of a pipeline in a child process, for scheduler cache settings) and cached
-wrappers around `utils.verification_cost`.
+A sweep is a list of `SweepPoint`s: one setting each (K, a confidence
+threshold, a draft variant, ...), with the pipeline it needs
+(`utils.pipeline_pool.PipelineSpec`). `run_sweep` measures every point
+against plain decoding on the same prompts, interleaved
+(`utils.generation.measure_side_by_side`), so each speed-up is a ratio of runs
+taken side by side, and stores each finished point as one JSON file
+(`utils.result_cache.ResultCache`, also used by `utils.autotune`). The cache
+key (`point_cache_key`) holds everything that could change the result: pair,
+model folders (and their build markers), device, pipeline and decoding
+settings, prompts, warm-up/repeats and the OpenVINO package versions. A re-run
+loads finished points without loading any model; a cleared cache measures
+again. `SweepResult` summarises the records (`summarise_records`) per task
+type, prompt length or prompt. `cached_pair_step_times` caches
+`utils.verification_cost.measure_pair_step_times` the same way.
+
+Measurements of the same pipelines that are not sweeps of one request live
+next door: `utils.concurrency` (several requests at once) and
+`utils.pipeline_memory` (peak memory).
 
 Heavy imports (openvino_genai) happen inside functions.
 """
@@ -27,129 +34,17 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from utils import decoding_metrics
-from utils.pipelines import (LoadedPipeline, SpeculationSetupError, check_draft_folder, check_main_folder,
-                             device_properties, load_pipeline, make_scheduler_config)
+from utils.pipelines import check_draft_folder, check_main_folder
 from utils.generation import DecodingSettings, GenerationRecord, compare_with_plain, measure_side_by_side
-from utils.model_catalogue import ModelPair, ModelSpec
-from utils.peak_memory import measure_in_fresh_process
+from utils.model_catalogue import ModelPair
+from utils.pipeline_pool import PipelinePool, PipelineSpec
 from utils.prompts import Prompt, as_prompt, select_prompts
 from utils.result_cache import ResultCache, model_fingerprint, package_versions
-from utils.result_cache import make_cache as make_cache  # notebook 05 calls sweeps.make_cache
-
-# --------------------------------------------------------------------------- pipelines
-
-
-@dataclass(frozen=True)
-class PipelineSpec:
-    """Which pipeline a sweep point runs on.
-
-    mode: "plain", "speculative" or "prompt_lookup".
-    draft_variant: name of one of the pair's drafts (`ModelPair.draft_variant`), None = its default draft.
-    main_precision / draft_precision: inference precision of each model ("f32", "bf16", "f16",
-        "default"); draft_precision None = same as the main. Only the main model's precision
-        decides the output: a lower-precision draft only changes how often it is accepted.
-    cache_size_gb: the scheduler's KV-cache size, 0 = grow with demand.
-    max_num_batched_tokens: the scheduler's token budget per step, None = OpenVINO GenAI's default.
-    """
-
-    mode: str = "speculative"
-    draft_variant: str | None = None
-    main_precision: str = "f32"
-    draft_precision: str | None = None
-    cache_size_gb: int = 0
-    max_num_batched_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        device_properties(self.main_precision)
-        device_properties(self.draft_precision)
-        if self.mode != "speculative" and (self.draft_variant is not None or self.draft_precision is not None):
-            raise SpeculationSetupError(f"A {self.mode} pipeline has no draft: leave draft_variant/draft_precision None.")
-
-    @property
-    def plain_reference(self) -> PipelineSpec:
-        """The plain pipeline this one is compared with: same main precision, same scheduler cache."""
-        return PipelineSpec("plain", main_precision=self.main_precision, cache_size_gb=self.cache_size_gb,
-                            max_num_batched_tokens=self.max_num_batched_tokens)
-
-    def draft_spec(self, pair: ModelPair) -> ModelSpec | None:
-        return pair.draft_variant(self.draft_variant) if self.mode == "speculative" else None
-
-    @property
-    def label(self) -> str:
-        if self.mode != "speculative":
-            return f"{self.mode} (main {self.main_precision})"
-        draft = f"{self.draft_variant} draft" if self.draft_variant else "default draft"
-        return f"{draft} @ {self.draft_precision or self.main_precision}, main @ {self.main_precision}"
-
-
-def request_token_probabilities(loaded: LoadedPipeline) -> LoadedPipeline:
-    """Make the pipeline's default generation config compute token probabilities (logprobs=1).
-
-    Measured with OpenVINO GenAI 2026.4: under greedy decoding with the default
-    logprobs=0 the sampler does not compute the draft's token probabilities,
-    so `assistant_confidence_threshold` has no effect and the draft proposes
-    exactly one token per step for any threshold (the run equals K=1). With
-    logprobs >= 1 the threshold works. Every pipeline of a sweep gets the same
-    setting, so plain and speculative runs pay the same (small) cost.
-    """
-    config = loaded.pipeline.get_generation_config()
-    config.logprobs = max(int(config.logprobs), 1)
-    eos = loaded.pipeline.get_tokenizer().get_eos_token_id()
-    if eos >= 0:
-        config.set_eos_token_id(eos)  # set_generation_config rejects the unset (-1) end-of-sequence id
-    loaded.pipeline.set_generation_config(config)
-    return loaded
-
-
-def load_spec_pipeline(pair: ModelPair, spec: PipelineSpec, device: str = "CPU") -> LoadedPipeline:
-    """Build the pipeline `spec` describes (`utils.pipelines.load_pipeline`), with token probabilities on."""
-    draft = spec.draft_spec(pair)
-    return request_token_probabilities(load_pipeline(
-        spec.mode, pair.main.path, device, draft_dir=draft.path if draft else None,
-        precision=spec.main_precision, cache_size_gb=spec.cache_size_gb,
-        max_num_batched_tokens=spec.max_num_batched_tokens, draft_precision=spec.draft_precision))
-
-
-class PipelinePool:
-    """Loads pipelines on first use and keeps at most `keep` of them (plain references are kept first).
-
-    A sweep over draft variants would otherwise hold one compiled copy of the
-    main model per variant in memory.
-    """
-
-    def __init__(self, pair: ModelPair, device: str = "CPU", keep: int = 2) -> None:
-        self.pair = pair
-        self.device = device
-        self.keep = keep
-        self._loaded: dict[PipelineSpec, LoadedPipeline] = {}
-
-    def canonical(self, spec: PipelineSpec) -> PipelineSpec:
-        """The same pipeline spelled one way: the pair's default draft as None, a draft precision equal to the main's as None."""
-        if spec.mode != "speculative":
-            return spec
-        variant = spec.draft_variant
-        if variant is not None and self.pair.draft_variant(variant) == self.pair.draft:
-            variant = None
-        precision = None if spec.draft_precision == spec.main_precision else spec.draft_precision
-        return replace(spec, draft_variant=variant, draft_precision=precision)
-
-    def get(self, spec: PipelineSpec) -> LoadedPipeline:
-        spec = self.canonical(spec)
-        if spec not in self._loaded:
-            while len(self._loaded) >= self.keep:
-                evict = next((s for s in self._loaded if s.mode != "plain"), next(iter(self._loaded)))
-                del self._loaded[evict]
-            self._loaded[spec] = load_spec_pipeline(self.pair, spec, self.device)
-        return self._loaded[spec]
-
-    def release(self) -> None:
-        self._loaded.clear()
 
 
 # --------------------------------------------------------------------------- sweep points
@@ -403,7 +298,8 @@ def point_cache_key(pair: ModelPair, device: str, point: SweepPoint, prompts: Se
     }
 
 
-def _progress_bar(total: int, description: str, enabled: bool):
+def progress_bar(total: int, description: str, enabled: bool):
+    """A tqdm bar over `total` steps, or None if not `enabled` (also used by utils.concurrency and utils.pipeline_memory)."""
     if not enabled:
         return None
     from tqdm.auto import tqdm
@@ -494,7 +390,7 @@ def run_sweep(
         results.append(PointResult(point, cached_records, from_cache=True) if cached_records is not None else None)
         if cached_records is None:
             groups.setdefault((point.pipeline, plain_settings_for(point.settings)), []).append(index)
-    bar = _progress_bar(len(points), f"{name} (points)", progress)
+    bar = progress_bar(len(points), f"{name} (points)", progress)
     if bar is not None:
         bar.update(len(points) - sum(len(members) for members in groups.values()))  # read from the cache
     for members in groups.values():
@@ -519,240 +415,6 @@ def run_sweep(
     if bar is not None:
         bar.close()
     return SweepResult(name, pair.name, device, [result for result in results if result is not None], prompt_list)
-
-
-# --------------------------------------------------------------------------- several requests at once
-
-
-def _generate_batch(loaded: LoadedPipeline, texts: list[str], settings: DecodingSettings) -> tuple[float, int, list[str]]:
-    config = settings.generation_config(loaded.pipeline.get_generation_config())
-    started = time.perf_counter()
-    result = loaded.pipeline.generate(texts, config)
-    wall = time.perf_counter() - started
-    return wall, int(result.perf_metrics.get_num_generated_tokens()), list(result.texts)
-
-
-def measure_concurrency(
-    pair: ModelPair,
-    concurrencies: Iterable[int],
-    prompts: Sequence[Prompt | str],
-    settings: DecodingSettings,
-    *,
-    device: str = "CPU",
-    pipeline: PipelineSpec = PipelineSpec(),
-    repeats: int = 2,
-    cache: ResultCache | None = None,
-    pool: PipelinePool | None = None,
-    progress: bool = True,
-) -> list[dict]:
-    """Send n requests at once (n in `concurrencies`) to plain and speculative pipelines.
-
-    The continuous-batching backend schedules the n requests together; each
-    call returns when all are done, so `latency_seconds` is the time a user of
-    the batch waits and `tokens_per_second` is the server's throughput. Prompts
-    are cycled to make n requests. Plain and speculative alternate on every
-    repeat; medians are kept. Returns one row per (n, mode).
-    """
-    if settings.mode != "speculative":
-        raise SpeculationSetupError("measure_concurrency compares speculative settings against plain decoding.")
-    levels = sorted(set(int(level) for level in concurrencies))
-    if not levels or levels[0] < 1:
-        raise ValueError(f"concurrencies must be integers >= 1, got {list(concurrencies)}.")
-    prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
-    check_pair_ready(pair, [SweepPoint("concurrency", 0, settings, pipeline)])
-    cache = cache if cache is not None else ResultCache()
-    pool = pool if pool is not None else PipelinePool(pair, device)
-    plain_settings = plain_settings_for(settings)
-    bar = _progress_bar(len(levels), "concurrent requests", progress)
-    rows: list[dict] = []
-    for level in levels:
-        batch = [prompt_list[index % len(prompt_list)] for index in range(level)]
-        key = {**point_cache_key(pair, device, SweepPoint("concurrency", level, settings, pipeline), batch, 1, repeats),
-               "kind": "concurrency"}
-
-        def measure() -> list[dict]:
-            plain = pool.get(pipeline.plain_reference)
-            speculative = pool.get(pipeline)
-            texts = [prompt.text for prompt in batch]
-            candidates = (("plain", plain, plain_settings), ("speculative", speculative, settings))
-            for _, loaded, mode_settings in candidates:  # warm-up at this batch size
-                _generate_batch(loaded, texts, mode_settings)
-            walls: dict[str, list[float]] = {"plain": [], "speculative": []}
-            outputs: dict[str, tuple[int, list[str]]] = {}
-            for _ in range(repeats):
-                for mode, loaded, mode_settings in candidates:
-                    wall, tokens, generated = _generate_batch(loaded, texts, mode_settings)
-                    walls[mode].append(wall)
-                    outputs[mode] = (tokens, generated)
-            measured = []
-            for mode in ("plain", "speculative"):
-                tokens, generated = outputs[mode]
-                median_wall = statistics.median(walls[mode])
-                measured.append({
-                    "concurrency": level, "mode": mode, "latency_seconds": median_wall,
-                    "generated_tokens": tokens, "tokens_per_second": tokens / median_wall,
-                    "wall_seconds_all": walls[mode],
-                    "identical_to_plain": generated == outputs["plain"][1],
-                })
-            return measured
-
-        if bar is not None:
-            bar.set_postfix_str(f"{level} at once")
-        level_rows, from_cache = cache.get_or_compute(key, measure)
-        rows += [{**row, "from_cache": from_cache} for row in level_rows]
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    plain_rate = {row["concurrency"]: row["tokens_per_second"] for row in rows if row["mode"] == "plain"}
-    plain_latency = {row["concurrency"]: row["latency_seconds"] for row in rows if row["mode"] == "plain"}
-    for row in rows:
-        row["throughput_vs_plain"] = row["tokens_per_second"] / plain_rate[row["concurrency"]]
-        row["latency_speedup"] = plain_latency[row["concurrency"]] / row["latency_seconds"]
-    return rows
-
-
-def batch_exactness(
-    pair: ModelPair,
-    prompts: Sequence[Prompt | str],
-    requests: int,
-    settings: DecodingSettings,
-    *,
-    token_budgets: Sequence[int | None] = (None, 4096),
-    device: str = "CPU",
-    progress: bool = True,
-) -> list[dict]:
-    """Is a batch of `requests` speculative requests still token-for-token plain greedy decoding?
-
-    The reference is plain decoding of each prompt alone. For each scheduler
-    token budget (`max_num_batched_tokens`, None = GenAI's default) a plain and
-    a speculative pipeline each generate the whole batch at once (prompts
-    cycled). Returns one row per budget with how many requests match the
-    reference, the indices of those that do not and the first characters where
-    the first of them departs. Measured with OpenVINO GenAI 2026.4 at f32: with
-    the default budget of 256 tokens, 2 of 8 speculative requests differed from
-    the first token on; with 4096, none did.
-    """
-    if settings.mode != "speculative":
-        raise SpeculationSetupError("batch_exactness checks speculative settings against plain decoding.")
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
-        raise ValueError(f"requests must be an integer >= 1, got {requests!r}.")
-    prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
-    if not prompt_list:
-        raise ValueError("Give at least one prompt.")
-    if not token_budgets:
-        raise ValueError("Give at least one token budget (None = the scheduler's default).")
-    default_budget = make_scheduler_config().max_num_batched_tokens
-    check_pair_ready(pair, [SweepPoint("requests", requests, settings, PipelineSpec())])
-    plain_settings = plain_settings_for(settings)
-    texts = [prompt_list[index % len(prompt_list)].text for index in range(requests)]
-    bar = _progress_bar(1 + 2 * len(token_budgets), "batch exactness", progress)
-
-    def step(description: str) -> None:
-        if bar is not None:
-            bar.set_postfix_str(description)
-            bar.update(1)
-
-    reference: list[str] = []
-    rows = []
-    for budget in token_budgets:
-        spec = PipelineSpec(max_num_batched_tokens=budget)
-        plain = load_spec_pipeline(pair, spec.plain_reference, device)
-        if not reference:  # plain decoding of each prompt alone, once
-            alone = {text: _generate_batch(plain, [text], plain_settings)[2][0] for text in dict.fromkeys(texts)}
-            reference = [alone[text] for text in texts]
-            step("plain, one request at a time")
-        plain_batch = _generate_batch(plain, texts, plain_settings)[2]
-        del plain
-        step(f"plain batch, budget {budget or 'default'}")
-        speculative_batch = _generate_batch(load_spec_pipeline(pair, spec, device), texts, settings)[2]
-        step(f"speculative batch, budget {budget or 'default'}")
-        differing = [index for index, (got, want) in enumerate(zip(speculative_batch, reference)) if got != want]
-        first = differing[0] if differing else None
-        rows.append({
-            "max_num_batched_tokens": budget if budget is not None else f"default ({default_budget})",
-            "requests": requests,
-            "plain batch = alone": sum(got == want for got, want in zip(plain_batch, reference)),
-            "speculative batch = alone": requests - len(differing),
-            "differing requests": differing,
-            "alone (start)": reference[first][:40] if first is not None else "",
-            "speculative (start)": speculative_batch[first][:40] if first is not None else "",
-        })
-    if bar is not None:
-        bar.close()
-    return rows
-
-
-# --------------------------------------------------------------------------- memory
-
-
-def load_and_generate(pair: str, spec: dict, device: str, settings: dict, texts: list[str]) -> dict:
-    """Load one pipeline and generate for all `texts` at once: the work `measure_memory` runs in a fresh process.
-
-    Returns resident memory after loading (and its virtual size) and after generating, in MB.
-    """
-    from utils.model_catalogue import get_pair
-    from utils.peak_memory import current_rss_bytes
-
-    loaded = load_spec_pipeline(get_pair(pair), PipelineSpec(**spec), device)
-    after_load = current_rss_bytes()
-    import psutil
-
-    virtual_after_load = psutil.Process().memory_info().vms
-    config = DecodingSettings(**settings).generation_config(loaded.pipeline.get_generation_config())
-    loaded.pipeline.generate(texts, config)
-    return {"rss_after_load_mb": after_load / 1e6, "virtual_mb": virtual_after_load / 1e6,
-            "rss_after_generate_mb": current_rss_bytes() / 1e6}
-
-
-def measure_memory(
-    pair: ModelPair,
-    specs: Sequence[PipelineSpec],
-    prompts: Sequence[Prompt | str],
-    settings_by_mode: dict[str, DecodingSettings],
-    *,
-    device: str = "CPU",
-    cache: ResultCache | None = None,
-    progress: bool = True,
-    timeout_seconds: float = 600,
-) -> list[dict]:
-    """Peak resident memory of each pipeline, each in a fresh Python process (peak RSS only grows).
-
-    The child (`utils.peak_memory.measure_in_fresh_process` running
-    `load_and_generate`) loads the pipeline, generates for all `prompts` at once
-    with the settings for its mode, and reports RSS after loading, after
-    generating and its peak (VmHWM). Rows also carry the models' weight sizes on disk.
-    """
-    prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
-    check_pair_ready(pair, [SweepPoint("memory", 0, settings_by_mode[spec.mode], spec) for spec in specs])
-    cache = cache if cache is not None else ResultCache()
-    bar = _progress_bar(len(specs), "memory", progress)
-    rows = []
-    for spec in specs:
-        settings = settings_by_mode[spec.mode]
-        key = {**point_cache_key(pair, device, SweepPoint("memory", spec.label, settings, spec), prompt_list, 0, 1),
-               "kind": "memory"}
-        arguments = {"pair": pair.name, "spec": asdict(spec), "device": device, "settings": asdict(settings),
-                     "texts": [prompt.text for prompt in prompt_list]}
-
-        def probe() -> dict:
-            return measure_in_fresh_process("utils.sweeps:load_and_generate", arguments, timeout=timeout_seconds)
-
-        if bar is not None:
-            bar.set_postfix_str(spec.label)
-        measured, from_cache = cache.get_or_compute(key, probe)
-        draft = spec.draft_spec(pair)
-        weights = (pair.main.path / "openvino_model.bin").stat().st_size
-        draft_weights = (draft.path / "openvino_model.bin").stat().st_size if draft else 0
-        rows.append({"pipeline": spec.label, "mode": spec.mode,
-                     "cache_size_gb": spec.cache_size_gb or "dynamic",
-                     "main_weights_mb": weights / 1e6, "draft_weights_mb": draft_weights / 1e6,
-                     **measured, "from_cache": from_cache})
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    return rows
 
 
 # --------------------------------------------------------------------------- cached step times

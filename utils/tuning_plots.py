@@ -1,8 +1,9 @@
 """Plots for notebook 05 (tuning speculative decoding).
 
 Every plot of a speed-up draws the plain-decoding reference (1.0x) as a line.
-Functions take the results of `utils.sweeps` / `utils.autotune` and return a
-matplotlib Figure; matplotlib is imported inside them.
+Functions take the results of `utils.sweeps`, `utils.concurrency`,
+`utils.pipeline_memory`, `utils.verification_cost` and `utils.autotune` and
+return a matplotlib Figure; matplotlib is imported inside them.
 """
 from __future__ import annotations
 

@@ -1,0 +1,37 @@
+"""Tests of utils.pipeline_memory: peak memory of a real pipeline in a fresh process, cached."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from utils import pipeline_memory
+from utils.generation import DecodingSettings
+from utils.model_catalogue import get_pair
+from utils.pipeline_pool import PipelineSpec
+from utils.prompts import select_prompts
+from utils.result_cache import ResultCache
+
+OFFLINE = get_pair("offline")
+
+
+def test_memory_of_a_plain_pipeline_is_probed_once_then_cached(tmp_path: Path, offline_pair,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = ResultCache(tmp_path)
+    prompts = select_prompts(tasks=["code"], length="short", per_task=1)
+    settings = {"plain": DecodingSettings("plain", max_new_tokens=4)}
+    [row] = pipeline_memory.measure_memory(OFFLINE, [PipelineSpec("plain")], prompts, settings, cache=cache,
+                                           progress=False)
+    assert row["peak_rss_mb"] >= row["rss_after_load_mb"] > row["rss_start_mb"] > 0
+    assert row["rss_after_generate_mb"] > 0 and row["virtual_mb"] >= row["rss_after_load_mb"]
+    assert row["main_weights_mb"] > 100 and row["draft_weights_mb"] == 0  # a plain pipeline has no draft
+    assert (row["pipeline"], row["mode"], row["cache_size_gb"], row["from_cache"]) == (
+        "plain (main f32)", "plain", "dynamic", False)
+
+    def no_probe(*args, **kwargs):
+        raise AssertionError("a cached pipeline must not be probed again")
+
+    monkeypatch.setattr(pipeline_memory, "measure_in_fresh_process", no_probe)
+    [again] = pipeline_memory.measure_memory(OFFLINE, [PipelineSpec("plain")], prompts, settings, cache=cache,
+                                             progress=False)
+    assert again["from_cache"] and again["peak_rss_mb"] == row["peak_rss_mb"]

@@ -1,0 +1,62 @@
+"""Tests of utils.pipeline_pool: pipeline specs, the pool's one spelling per pipeline, loading (real models)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from utils.pipelines import SpeculationSetupError
+from utils.model_catalogue import ModelPair, get_pair
+from utils.pipeline_pool import PipelinePool, PipelineSpec
+
+
+def test_pipeline_specs(fake_pair: ModelPair) -> None:
+    spec = PipelineSpec(draft_variant="int8", draft_precision="bf16", cache_size_gb=1)
+    assert spec.plain_reference == PipelineSpec("plain", main_precision="f32", cache_size_gb=1)
+    assert spec.label == "int8 draft @ bf16, main @ f32"
+    assert PipelineSpec("plain").label == "plain (main f32)"
+    assert spec.draft_spec(fake_pair) == fake_pair.alternative_drafts["int8"]
+    assert PipelineSpec().draft_spec(fake_pair) == fake_pair.draft
+    assert PipelineSpec("prompt_lookup").draft_spec(fake_pair) is None
+    with pytest.raises(SpeculationSetupError):
+        PipelineSpec("plain", draft_variant="int8")
+    with pytest.raises(SpeculationSetupError):
+        PipelineSpec(main_precision="f64")
+
+
+def test_pool_spells_the_same_pipeline_one_way(fake_pair: ModelPair) -> None:
+    pool = PipelinePool(fake_pair)
+    default = PipelineSpec()
+    fake_pair_with_named_default = dataclasses.replace(
+        fake_pair, alternative_drafts={**fake_pair.alternative_drafts, "mine": fake_pair.draft})
+    named = PipelinePool(fake_pair_with_named_default)
+    assert named.canonical(PipelineSpec(draft_variant="mine", draft_precision="f32")) == default
+    assert pool.canonical(PipelineSpec(draft_variant="int8", draft_precision="f32")) == PipelineSpec(draft_variant="int8")
+    assert pool.canonical(PipelineSpec(draft_precision="bf16")).draft_precision == "bf16"
+    assert pool.canonical(PipelineSpec("plain")) == PipelineSpec("plain")
+
+
+def test_pool_loads_once_keeps_plain_and_evicts_the_rest(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    from utils import pipeline_pool
+
+    loads = []
+    monkeypatch.setattr(pipeline_pool, "load_spec_pipeline", lambda pair, spec, device: loads.append(spec) or spec)
+    pool = PipelinePool(fake_pair, keep=2)
+    plain, int8 = PipelineSpec("plain"), PipelineSpec(draft_variant="int8")
+    assert pool.get(plain) is plain and pool.get(PipelineSpec()) == PipelineSpec()
+    assert pool.get(PipelineSpec(draft_precision="f32")) == PipelineSpec()  # the same pipeline: not loaded again
+    assert pool.get(int8) == int8  # evicts the default draft's pipeline, keeps plain
+    pool.get(plain)
+    assert loads == [plain, PipelineSpec(), int8]
+    pool.release()
+    pool.get(plain)
+    assert loads[-1] == plain and len(loads) == 4
+
+
+def test_loaded_pipelines_compute_token_probabilities(offline_pair) -> None:
+    from utils.pipeline_pool import load_spec_pipeline
+
+    loaded = load_spec_pipeline(get_pair("offline"), PipelineSpec("plain"))
+    config = loaded.pipeline.get_generation_config()
+    assert config.logprobs >= 1  # without it, assistant_confidence_threshold has no effect (see the docstring)
+    assert config.eos_token_id == loaded.pipeline.get_tokenizer().get_eos_token_id()
