@@ -145,7 +145,7 @@ def test_cache_key_covers_what_changes_a_measurement(fake_pair: ModelPair, monke
             draft_variant="int8")), PROMPTS, 1, 2),
     ]
     assert len({digest(key) for key in variations} | {digest(base)}) == len(variations) + 1
-    monkeypatch.setattr(sweeps, "package_versions", lambda: {"openvino": "0.0"})
+    monkeypatch.setattr(sweeps, "measured_versions", lambda: {"openvino": "0.0"})
     assert digest(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2)) != digest(base)
 
 

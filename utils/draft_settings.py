@@ -16,11 +16,11 @@ stage's result lives.
 """
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from utils.atomic_folder import read_marker
+from utils.environment_report import package_versions
 from utils.paths import models_dir
 
 RECIPE_VERSION = 1
@@ -130,11 +130,6 @@ def get_settings(name_or_settings: str | DraftTrainingSettings) -> DraftTraining
                                  "or pass DraftTrainingSettings(...).") from None
 
 
-def package_versions(*packages: str) -> dict[str, str]:
-    """Installed versions of `packages` (part of each stage's recipe)."""
-    return {package: importlib.metadata.version(package) for package in packages}
-
-
 PREPARE_THE_MAIN = "prepare the offline pair first: python3 tutorial.py lab, or python -m utils.offline_pair"
 
 
@@ -226,16 +221,17 @@ def data_recipe(settings: DraftTrainingSettings, main_ov_dir: Path) -> dict:
     main_marker = read_marker(main_ov_dir) or {}
     return {"recipe_version": RECIPE_VERSION, "stage": "data", "main": main_ov_dir.name,
             "main_recipe": main_marker.get("recipe"), "settings": settings.data_settings(),
-            "versions": package_versions("openvino", "openvino-genai", "numpy")}
+            "versions": package_versions(("openvino", "openvino-genai", "numpy"), with_python=False)}
 
 
 def draft_recipe(settings: DraftTrainingSettings, data_dir: Path, main_hf_dir: Path) -> dict:
     return {"recipe_version": RECIPE_VERSION, "stage": "draft", "data_recipe": (read_marker(data_dir) or {}).get(
         "recipe"), "main_hf_recipe": (read_marker(main_hf_dir) or {}).get("recipe"),
-            "settings": settings.draft_settings(), "versions": package_versions("torch", "transformers")}
+            "settings": settings.draft_settings(),
+            "versions": package_versions(("torch", "transformers"), with_python=False)}
 
 
 def export_recipe(settings: DraftTrainingSettings, hf_dir: Path) -> dict:
     return {"recipe_version": RECIPE_VERSION, "stage": "export", "draft_recipe": (read_marker(hf_dir) or {}).get(
         "recipe"), "weight_format": settings.draft_weight_format,
-            "versions": package_versions("optimum-intel", "openvino", "nncf")}
+            "versions": package_versions(("optimum-intel", "openvino", "nncf"), with_python=False)}

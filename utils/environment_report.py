@@ -5,6 +5,7 @@ import importlib.metadata
 import platform
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from utils.paths import models_dir
@@ -33,9 +34,12 @@ ISA_MEANING = {
 }
 
 
-def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
-    """Installed version of each package, or 'not installed'."""
-    versions = {"python": sys.version.split()[0]}
+def package_versions(packages: Sequence[str] = PACKAGES, *, with_python: bool = True) -> dict[str, str]:
+    """Installed version of each package, or 'not installed' (and Python's version first, unless with_python=False).
+
+    The one version probe: the environment report, the result cache's keys and the draft recipes all use it.
+    """
+    versions = {"python": sys.version.split()[0]} if with_python else {}
     for package in packages:
         try:
             versions[package] = importlib.metadata.version(package)

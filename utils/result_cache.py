@@ -12,11 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable, Iterable
-from importlib import metadata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from utils.environment_report import package_versions
 from utils.paths import build_dir
 
 CACHE_VERSION = 3  # 2: pipelines compute token probabilities (request_token_probabilities); 3: VmHWM
@@ -24,15 +24,9 @@ CACHE_FOLDER_NAME = "sweep-cache"
 VERSIONED_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers")
 
 
-def package_versions(packages: Iterable[str] = VERSIONED_PACKAGES) -> dict[str, str]:
-    """Installed versions of the packages whose behaviour the measurements depend on."""
-    versions = {}
-    for package in packages:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
+def measured_versions() -> dict[str, str]:
+    """Versions of the packages whose behaviour the measurements depend on (part of every cache key)."""
+    return package_versions(VERSIONED_PACKAGES, with_python=False)
 
 
 def model_fingerprint(folder: Path) -> str:

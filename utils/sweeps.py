@@ -44,7 +44,7 @@ from utils.generation import DecodingSettings, GenerationRecord, compare_with_pl
 from utils.model_catalogue import ModelPair
 from utils.pipeline_pool import PipelinePool, PipelineSpec
 from utils.prompts import Prompt, as_prompt, select_prompts
-from utils.result_cache import ResultCache, model_fingerprint, package_versions
+from utils.result_cache import ResultCache, model_fingerprint, measured_versions
 
 
 # --------------------------------------------------------------------------- sweep points
@@ -294,7 +294,7 @@ def point_cache_key(pair: ModelPair, device: str, point: SweepPoint, prompts: Se
         "prompts": _prompt_key(prompts),
         "warmup": warmup,
         "repeats": repeats,
-        "versions": package_versions(),
+        "versions": measured_versions(),
     }
 
 
@@ -437,7 +437,7 @@ def cached_pair_step_times(pair: ModelPair, device: str = "CPU", *, draft_varian
     key = {"kind": "steps", "main": [pair.main.folder_name, model_fingerprint(pair.main.path)],
            "draft": [draft.folder_name, model_fingerprint(draft.path)], "device": device, "tokens": counts,
            "context": context_tokens, "repeats": repeats, "precisions": [main_precision, draft_precision],
-           "versions": package_versions()}
+           "versions": measured_versions()}
 
     def measure() -> dict:
         main_steps, draft_step = measure_pair_step_times(
