@@ -1,7 +1,7 @@
 """Checks of user input made before any long work, each failing with one line that says what to do.
 
 Used by the command-line tools (`utils.benchmark`, `utils.run_notebooks`) and
-by `utils.generation` (settings, pipelines, prompts). Every check raises a
+by `utils.generation` and `utils.pipelines` (settings, pipelines, prompts). Every check raises a
 ValueError subclass (`InputError` unless the caller passes its own class), so a
 command line can print the message as a usage error instead of a traceback.
 

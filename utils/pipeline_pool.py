@@ -15,7 +15,7 @@ pipeline of a sweep computes token probabilities. `PipelinePool` keeps at most
 a few pipelines in memory. Used by `utils.sweeps`, `utils.concurrency`,
 `utils.pipeline_memory` and `utils.autotune`.
 
-Heavy imports (openvino_genai) happen inside `utils.generation`'s functions.
+Heavy imports (openvino_genai) happen inside `utils.pipelines`' functions.
 """
 from __future__ import annotations
 
