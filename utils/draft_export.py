@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from utils.atomic_folder import atomic_folder, is_up_to_date
+from utils.atomic_folder import COMPLETE_MARKER, atomic_folder, is_up_to_date
 from utils.draft_settings import (DraftFolders, DraftTrainingError, DraftTrainingSettings, MainModel, as_main_model,
                                   draft_folders, export_recipe, get_settings, require_complete)
 from utils.draft_train import VOCABULARY_FILE
@@ -68,7 +68,7 @@ def trim_output_layer(source_dir: Path, destination: Path, keep_token_ids: Seque
     model.validate_nodes_and_infer_types()
     with atomic_folder(destination, recipe) as work:
         for item in source_dir.iterdir():
-            if item.is_file() and not item.name.startswith("openvino_model.") and item.name != ".complete":
+            if item.is_file() and not item.name.startswith("openvino_model.") and item.name != COMPLETE_MARKER:
                 shutil.copy2(item, work / item.name)
         ov.save_model(model, work / "openvino_model.xml")
     return Path(destination)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from utils.atomic_folder import read_marker
 from utils.environment_report import package_versions
+from utils.model_check import is_complete
 from utils.paths import models_dir
 
 RECIPE_VERSION = 1
@@ -135,7 +136,7 @@ PREPARE_THE_MAIN = "prepare the offline pair first: python3 tutorial.py lab, or 
 
 def require_complete(folder: Path, role: str, what_to_do: str = PREPARE_THE_MAIN) -> None:
     """Raise a DraftTrainingError, saying `what_to_do`, unless `folder` is a finished folder (`utils.atomic_folder`)."""
-    if not (Path(folder) / ".complete").is_file():
+    if not is_complete(Path(folder)):
         raise DraftTrainingError(f"The {role} folder {folder} is missing or incomplete; {what_to_do}.")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from utils.model_check import is_complete
 from utils.paths import models_dir
 
 BYTES_PER_WEIGHT = {"fp32": 4.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5625}  # int4: + group scales
@@ -186,7 +187,7 @@ def pair_table() -> list[dict]:
                 "disk GB (est.)": round(spec.disk_gb, 2),
                 "RAM to run GB (est.)": round(spec.run_memory_gb, 1),
                 "RAM to export GB (est.)": round(spec.export_memory_gb, 1) if spec.export_source_id else None,
-                "ready": (spec.path / ".complete").exists(),
+                "ready": is_complete(spec.path),
             })
     return rows
 

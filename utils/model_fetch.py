@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 from utils.atomic_folder import atomic_folder
 from utils.model_catalogue import ModelSpec
+from utils.model_check import is_complete
 from utils.optimum_export import export_with_optimum
 
 HUGGINGFACE_DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -192,7 +193,7 @@ def get_model(spec: ModelSpec, source: str | None = None) -> Path:
     if source not in spec.sources:
         raise ValueError(f"{spec.folder_name} cannot be obtained from '{source}'; choose one of {spec.sources}.")
     recipe = _recipe(spec, source)
-    if spec.path.exists() and (spec.path / ".complete").exists():
+    if is_complete(spec.path):
         print(f"{spec.folder_name}: already prepared, skipping")
         return spec.path
     if source == "huggingface":

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from utils.atomic_folder import COMPLETE_MARKER
 from utils.environment_report import package_versions
 from utils.paths import build_dir
 
@@ -32,7 +33,7 @@ def measured_versions() -> dict[str, str]:
 def model_fingerprint(folder: Path) -> str:
     """Identity of a model folder: its build marker's content if any, else the weights' size and mtime."""
     folder = Path(folder)
-    marker = folder / ".complete"
+    marker = folder / COMPLETE_MARKER
     if marker.is_file():
         return hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
     weights = folder / "openvino_model.bin"
