@@ -169,3 +169,57 @@ def test_real_speculative_output_equals_plain_output_under_f32(prepared_coder_pa
     assert expected.generated_tokens == 32 and "def" in expected.text  # a real answer, not an early stop
     assert record.token_ids == expected.token_ids
     assert record.main_passes is not None and record.main_passes < 32  # the draft's tokens were accepted
+
+
+# --- The trimmed output layer (utils.coder_draft_trim) and the pair measurement (utils.pair_measure) ---------
+
+def tiny_logits_model(weights):
+    """hidden [batch, seq, d] -> logits = MatMul(hidden, Convert(W_fp16)^T), the shape optimum-cli exports."""
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as opset
+
+    hidden = opset.parameter([-1, -1, weights.shape[1]], ov.Type.f32, name="hidden")
+    weight = opset.convert(opset.constant(weights.astype(np.float16)), ov.Type.f32)
+    logits = opset.matmul(hidden, weight, False, True)
+    logits.output(0).get_tensor().set_names({"logits"})
+    return ov.Model([opset.result(logits)], [hidden], "tiny")
+
+
+def test_trimmed_output_layer_keeps_the_kept_logits_and_masks_the_others() -> None:
+    import numpy as np
+    import openvino as ov
+
+    from utils.coder_draft_trim import DraftTrimError, trim_output_layer_graph
+
+    rng = np.random.default_rng(0)
+    weights = rng.normal(size=(50, 8)).astype(np.float32)
+    hidden = rng.normal(size=(1, 3, 8)).astype(np.float32)
+    core = ov.Core()
+    full = core.compile_model(tiny_logits_model(weights), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(hidden)[0]
+    keep = [0, 3, 7, 20, 49]
+    trimmed_model = trim_output_layer_graph(tiny_logits_model(weights), keep)
+    trimmed = core.compile_model(trimmed_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(hidden)[0]
+    assert trimmed.shape == full.shape == (1, 3, 50)
+    np.testing.assert_allclose(trimmed[..., keep], full[..., keep], rtol=1e-5, atol=1e-5)
+    others = [i for i in range(50) if i not in keep]
+    assert np.all(trimmed[..., others] == -1e4)
+    assert np.array_equal(trimmed.argmax(-1), np.asarray(keep)[full[..., keep].argmax(-1)])
+    with pytest.raises(DraftTrimError, match="must lie in"):
+        trim_output_layer_graph(tiny_logits_model(weights), [50])
+
+
+def test_cost_ratio_and_prediction_rows() -> None:
+    from types import SimpleNamespace
+
+    from utils.pair_measure import cost_ratio, task_rows
+    from utils.speedup_model import predicted_speedup
+
+    main = [SimpleNamespace(prompt_id=p, tpot_ms=40.0, wall_seconds=4.0) for p in ("a", "b")]
+    draft = [SimpleNamespace(prompt_id="a", tpot_ms=10.0), SimpleNamespace(prompt_id="b", tpot_ms=20.0)]
+    assert cost_ratio(main, draft) == pytest.approx(0.375)  # median of 0.25 and 0.5
+    spec = [SimpleNamespace(prompt_id=p, num_assistant_tokens=3, wall_seconds=2.0, generated_tokens=64,
+                            main_passes=16, identical_to_plain=True, acceptance_rate=0.9) for p in ("a", "b")]
+    (row,) = task_rows(spec, main, 0.375, "d", {"a": "code", "b": "code"})
+    assert row["speed-up"] == 2.0 and row["tok/pass"] == 4.0 and row["identical"] == "2/2"
+    assert row["a (from tok/pass)"] == 1.0 and row["predicted"] == round(predicted_speedup(1.0, 3, 0.375), 2)
