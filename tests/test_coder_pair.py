@@ -223,3 +223,15 @@ def test_cost_ratio_and_prediction_rows() -> None:
     (row,) = task_rows(spec, main, 0.375, "d", {"a": "code", "b": "code"})
     assert row["speed-up"] == 2.0 and row["tok/pass"] == 4.0 and row["identical"] == "2/2"
     assert row["a (from tok/pass)"] == 1.0 and row["predicted"] == round(predicted_speedup(1.0, 3, 0.375), 2)
+
+
+def test_heartbeat_reports_a_long_step(capsys) -> None:
+    import time
+
+    with coder_pair.heartbeat("exporting x", every_seconds=0.05):
+        time.sleep(0.3)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "exporting x" in line]
+    assert len(lines) >= 2 and lines[0].endswith(" s")
+    with coder_pair.heartbeat("quick", every_seconds=10):
+        pass
+    assert "quick" not in capsys.readouterr().out  # nothing printed, and the thread ended at once

@@ -19,7 +19,10 @@ import importlib.metadata
 import importlib.util
 import os
 import shutil
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,6 +205,24 @@ def build_hf_folder(gguf_file: Path, destination: Path, recipe: dict) -> Path:
     return destination
 
 
+@contextmanager
+def heartbeat(label: str, every_seconds: float = 30.0) -> Iterator[None]:
+    """Print `label` with the elapsed time every `every_seconds` while the block runs (steps with no progress bar)."""
+    started, done = time.perf_counter(), threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every_seconds):
+            print(f"  ... {label}: {time.perf_counter() - started:.0f} s", flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def free_disk_bytes(folder: Path) -> int:
     folder = Path(folder)
     while not folder.exists():
@@ -231,14 +252,16 @@ def prepare_model(gguf: ChunkedGGUF, exports: tuple[ModelSpec, ...], force: bool
         print(f"  assembled and checked in {time.perf_counter() - started:.0f} s", flush=True)
         started = time.perf_counter()
         print(f"  converting {gguf.file_name} to a Hugging Face folder (fp32; a few minutes)...", flush=True)
-        build_hf_folder(gguf_file, hf_folder, source_recipe(gguf))
+        with heartbeat(f"converting {gguf.file_name}"):
+            build_hf_folder(gguf_file, hf_folder, source_recipe(gguf))
         gguf_file.unlink()
         print(f"  converted in {time.perf_counter() - started:.0f} s "
               f"({folder_size_bytes(hf_folder) / 1e9:.1f} GB)", flush=True)
         for spec in stale:
             started = time.perf_counter()
-            export_with_optimum(str(hf_folder), spec.path, spec.weight_format, export_recipe(spec, gguf),
-                                spec.export_extra_args, local_folder=True)
+            with heartbeat(f"exporting {spec.folder_name} (a few minutes)"):
+                export_with_optimum(str(hf_folder), spec.path, spec.weight_format, export_recipe(spec, gguf),
+                                    spec.export_extra_args, local_folder=True)
             print(f"  exported {spec.folder_name} in {time.perf_counter() - started:.0f} s "
                   f"({folder_size_bytes(spec.path) / 1e6:.0f} MB)", flush=True)
     finally:
