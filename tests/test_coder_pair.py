@@ -235,3 +235,48 @@ def test_heartbeat_reports_a_long_step(capsys) -> None:
     with coder_pair.heartbeat("quick", every_seconds=10):
         pass
     assert "quick" not in capsys.readouterr().out  # nothing printed, and the thread ended at once
+
+
+def test_too_little_disk_is_refused_before_any_work(fake_chunked_gguf, tmp_models_dir: Path, monkeypatch) -> None:
+    gguf, _ = fake_chunked_gguf
+    monkeypatch.setitem(coder_pair.BUILD_DISK_BYTES, gguf.file_name, 5e9)
+    monkeypatch.setattr(coder_pair, "free_disk_bytes", lambda folder: int(1e9))
+    monkeypatch.setattr(coder_pair, "chunk_paths", lambda *_: pytest.fail("read chunks despite too little disk"))
+    with pytest.raises(CoderPairError, match=r"needs about 5.0 GB free .*\(only 1.0 GB") as error:
+        coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN,))
+    assert f"{SKIP_ENV}=1" in str(error.value)
+    assert list(tmp_models_dir.iterdir()) == []
+
+
+def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf, tmp_models_dir: Path,
+                                                               monkeypatch) -> None:
+    from utils.atomic_folder import atomic_folder
+
+    gguf, whole = fake_chunked_gguf
+    monkeypatch.setitem(coder_pair.BUILD_DISK_BYTES, gguf.file_name, 0)
+    with atomic_folder(QWEN_CODER_MAIN.path, coder_pair.export_recipe(QWEN_CODER_MAIN, gguf)) as work:
+        (work / "openvino_model.xml").write_text("kept")
+    monkeypatch.setattr(coder_pair, "build_hf_folder", lambda *_: pytest.fail("rebuilt an up-to-date export"))
+    assert coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN,)) == [QWEN_CODER_MAIN.path]
+
+    built = []
+
+    def fake_hf(gguf_file: Path, destination: Path, recipe: dict) -> Path:
+        assert gguf_file.read_bytes() == whole  # only a checked, complete GGUF is ever read
+        with atomic_folder(destination, recipe) as work:
+            (work / "config.json").write_text("{}")
+        return destination
+
+    def fake_export(model: str, destination: Path, weight_format: str, recipe: dict, extra_args=(), local_folder=False):
+        built.append(Path(destination).name)
+        with atomic_folder(destination, recipe) as work:
+            (work / "openvino_model.xml").write_text("new")
+        return destination
+
+    monkeypatch.setattr(coder_pair, "build_hf_folder", fake_hf)
+    monkeypatch.setattr(coder_pair, "export_with_optimum", fake_export)
+    draft = QWEN_CODER_DRAFTS["int4"]
+    coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN, draft))
+    assert built == [draft.folder_name]
+    assert (QWEN_CODER_MAIN.path / "openvino_model.xml").read_text() == "kept"
+    assert sorted(p.name for p in tmp_models_dir.iterdir()) == sorted([QWEN_CODER_MAIN.folder_name, draft.folder_name])
