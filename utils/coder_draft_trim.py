@@ -11,6 +11,9 @@ their logits back at their token ids (every other token gets -1e4), so the draft
 still speaks the main model's vocabulary. The weights are compressed after the
 cut, with NNCF, in the same format as `optimum-cli ... --weight-format int4
 --all-layers`.
+
+Status (2026-11-30): the graph edit is unit-tested (tests/test_coder_pair.py); the two commands have not
+yet been run end to end on the real pair, and the trimmed draft is not in the catalogue.
 """
 from __future__ import annotations
 
