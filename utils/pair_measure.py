@@ -45,7 +45,8 @@ def task_rows(records: Sequence, main_plain: Sequence, c: float, draft_name: str
         acceptance = acceptance_from_tokens_per_pass(tokens_per_pass, k) if passes else float("nan")
         rows.append({
             "draft": draft_name, "task": task, "K": k, "prompts": len(group),
-            "identical": f"{sum(bool(r.identical_to_plain) for r in group)}/{len(group)}",
+            # lossless only if the kept run equals plain and every repeat of both gave the same tokens
+            "identical": f"{sum(bool(r.identical_to_plain) and r.outputs_stable and plain_by_prompt[r.prompt_id].outputs_stable for r in group)}/{len(group)}",
             "c": round(c, 3), "GenAI acceptance": round(statistics.mean(
                 r.acceptance_rate for r in group if r.acceptance_rate is not None), 2)
             if any(r.acceptance_rate is not None for r in group) else None,
@@ -70,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--precision", default="f32", choices=["f32", "default"])
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--per-task", type=int, default=2)
+    parser.add_argument("--tasks", nargs="+", default=None, help="task types (default: every task in utils.prompts)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None)
@@ -78,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     pair = get_pair(arguments.pair)
     drafts = {name: pair.draft_variant(name).path for name in (arguments.drafts or [None])}
     drafts |= {folder.name: folder for folder in arguments.draft_dir}
-    prompts = select_prompts(per_task=arguments.per_task)
+    prompts = select_prompts(tasks=arguments.tasks, per_task=arguments.per_task)
     task_of = {prompt.id: prompt.task for prompt in prompts}
     common = {"max_new_tokens": arguments.max_new_tokens}
     plain_settings = DecodingSettings("plain", **common)
