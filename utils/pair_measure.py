@@ -58,7 +58,8 @@ def task_rows(records: Sequence, main_plain: Sequence, c: float, draft_name: str
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from utils.generation import DecodingSettings, compare_with_plain, load_pipeline, measure_side_by_side
+    from utils.generation import DecodingSettings, compare_with_plain, measure_side_by_side
+    from utils.pipelines import load_pipeline
     from utils.model_catalogue import get_pair
     from utils.prompts import select_prompts
     from utils.tables import text_table
