@@ -3,7 +3,6 @@ and, on the real prepared Qwen2.5-Coder pair, the tokenizer check and lossless s
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 import pytest

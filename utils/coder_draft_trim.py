@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from utils.atomic_folder import atomic_folder, is_up_to_date, read_marker
-from utils.coder_pair import DRAFT_GGUF, MAIN_GGUF, assemble_gguf, build_hf_folder, chunk_paths, source_recipe
+from utils.coder_pair import DRAFT_GGUF, assemble_gguf, build_hf_folder, chunk_paths, source_recipe
 from utils.model_catalogue import QWEN_CODER_DRAFT_INT4_ALL, QWEN_CODER_MAIN
 from utils.optimum_export import export_with_optimum
 from utils.paths import models_dir
