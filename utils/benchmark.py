@@ -241,6 +241,28 @@ def summary_table(records: Sequence[GenerationRecord]) -> str:
     return text_table(rows)
 
 
+def best_lossless(summary_rows: Sequence[dict]) -> dict | None:
+    """The fastest non-plain (mode, setting) of `summarise` rows whose every prompt matched plain, token for token.
+
+    A setting counts only if all its prompts were comparable (same token count) and identical to plain decoding;
+    None if no setting qualifies.
+    """
+    lossless = [row for row in summary_rows
+                if row["mode"] != "plain" and row["speedup_vs_plain"] is not None
+                and row["comparable_prompts"] == row["prompts"] == row["identical_prompts"]]
+    return max(lossless, key=lambda row: row["speedup_vs_plain"], default=None)
+
+
+def best_lossless_line(records: Sequence[GenerationRecord], argv: Sequence[str]) -> str:
+    """One line: the best lossless setting of this run, its speed-up, and the command that reproduces the run."""
+    best = best_lossless(summarise(records))
+    command = "python -m utils.benchmark " + " ".join(argv)
+    if best is None:
+        return f"best lossless configuration: none (no setting matched plain on every prompt). Run: {command}"
+    return (f"best lossless configuration: {best['mode']} {best['setting']}, {best['speedup_vs_plain']:.2f}x over "
+            f"plain ({best['prompts']} prompts, every output identical to plain). Run: {command}")
+
+
 def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationRecord]) -> None:
     """The records, their summary, the plan and the machine, as JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -276,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(records))
     print()
     print(summary_table(records))
+    print(best_lossless_line(records, sys.argv[1:] if argv is None else argv))
     print(f"\nload average {measurement_context()['load_average']}: timings are only comparable within this run.")
     if arguments.json is not None:
         write_json(arguments.json, plan, records)
