@@ -455,6 +455,35 @@ def test_speculation_breakdown_predicts_from_measured_numbers() -> None:
     assert 0 < row["a (from tok/pass)"] < 1
 
 
+def test_verification_gap_puts_the_measured_pass_times_into_the_formula() -> None:
+    from utils.generation_reports import verification_gap
+    from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
+
+    main = {"inference_ms": 200.0, "passes": 10}  # 20 ms per pass over K+1 tokens
+    draft = {"inference_ms": 60.0, "passes": 30}  # 2 ms per draft step
+    speculative = make_record("speculative", tokens=list(range(20)), main_passes=10, num_assistant_tokens=3,
+                              main_model_metrics=main, draft_model_metrics=draft, speedup_vs_plain=1.1)
+    plain = make_record("plain", tpot_ms=10.0)  # a plain step: half a verification pass
+    other_prompt = make_record("plain", prompt_id="q", tpot_ms=99.0)
+    (row,) = verification_gap([other_prompt, plain, speculative])
+    assert row["plain ms/token"] == 10.0 and row["main ms/pass"] == pytest.approx(20.0)
+    assert row["verify / plain"] == pytest.approx(2.0)
+    acceptance = _acceptance(speculative)
+    with_step_times = row["predicted (step times)"]
+    assert with_step_times == pytest.approx(predicted_speedup_with_step_times(acceptance, 3, 2.0, 10.0, 20.0))
+    assert row["predicted (Leviathan)"] == pytest.approx(predicted_speedup(acceptance, 3, 0.1))
+    # a verification pass twice a plain step halves the prediction made with c = draft step / main pass
+    assert with_step_times == pytest.approx(row["predicted (Leviathan)"] / 2)
+    assert row["measured speed-up"] == 1.1
+    assert verification_gap([speculative]) == []  # no plain run of the prompt: no plain step to compare with
+
+
+def _acceptance(record) -> float:
+    from utils.decoding_metrics import per_token_acceptance
+
+    return per_token_acceptance(record.tokens_per_pass, record.num_assistant_tokens)
+
+
 def test_figures_draw(tmp_path: Path) -> None:
     import matplotlib
 

@@ -121,6 +121,39 @@ def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
     return rows
 
 
+def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
+    """Per speculative record: why the measured speed-up differs from Leviathan's prediction.
+
+    The formula takes one main pass (K+1 tokens) to cost one plain step. Here the plain step is the plain run's
+    time per token on the same prompt (`tpot_ms`), the main pass and the draft step are the speculative run's
+    per-pass means (prefill included, as in `speculation_breakdown`). "predicted (step times)" puts the three
+    measured times into `predicted_speedup_with_step_times`; "verify / plain" is
+    `decoding_metrics.verification_cost` (1.0 = the wider pass is free).
+    """
+    from utils.speedup_model import predicted_speedup_with_step_times
+
+    plain_ms = {record.prompt_id: record.tpot_ms for record in records
+                if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
+    rows = []
+    for row, record in zip(speculation_breakdown(records), (r for r in records if r.main_model_metrics is not None
+                                                              and r.draft_model_metrics is not None
+                                                              and r.main_passes)):
+        plain_step = plain_ms.get(record.prompt_id)
+        acceptance, k = row["a (from tok/pass)"], record.num_assistant_tokens
+        if plain_step is None or acceptance is None or not k:
+            continue
+        rows.append({
+            "prompt": row["prompt"], "setting": row["setting"], "plain ms/token": plain_step,
+            "main ms/pass": row["main ms/pass"], "verify / plain": decoding_metrics.verification_cost(
+                row["main ms/pass"], plain_step),
+            "predicted (Leviathan)": row["predicted speed-up"],
+            "predicted (step times)": predicted_speedup_with_step_times(
+                acceptance, k, row["draft ms/pass"], plain_step, row["main ms/pass"]),
+            "measured speed-up": row["measured speed-up"],
+        })
+    return rows
+
+
 def first_divergent_pair(records: Sequence[GenerationRecord]) -> tuple[GenerationRecord, GenerationRecord] | None:
     """(plain record, other record) for the first compared record that differs from plain, or None."""
     for record in records:
