@@ -355,26 +355,3 @@ def test_fp16_draft_reuses_an_up_to_date_hugging_face_folder(tmp_models_dir: Pat
     assert exported == [(str(hf), "fp16")]
     coder_draft_trim.build_fp16_draft(destination, hf)  # up to date: not exported again
     assert len(exported) == 1
-
-
-def test_real_trimmed_draft_is_accepted_and_lossless(prepared_coder_pair) -> None:
-    """The trimmed draft (python -m utils.coder_draft_trim build), if built: tokenizer accepted, output = plain."""
-    from utils.coder_draft_trim import TRIMMED_DRAFT_FOLDER
-    from utils.generation import DecodingSettings, run_prompt
-    from utils.pipelines import load_pipeline
-    from utils.model_check import check_pair
-    from utils.paths import models_dir
-    from utils.prompts import get_prompt
-
-    trimmed = models_dir() / TRIMMED_DRAFT_FOLDER
-    if not (trimmed / ".complete").is_file():
-        pytest.skip("the trimmed draft is not built (python -m utils.coder_draft_trim vocabulary, then build)")
-    check_pair(QWEN_CODER_MAIN.path, trimmed)
-    prompt = get_prompt("code-fibonacci")
-    plain = load_pipeline("plain", QWEN_CODER_MAIN.path, precision="f32")
-    expected = run_prompt(plain, prompt, DecodingSettings("plain", max_new_tokens=32))
-    del plain
-    speculative = load_pipeline("speculative", QWEN_CODER_MAIN.path, draft_dir=trimmed, precision="f32")
-    record = run_prompt(speculative, prompt, DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=32))
-    assert record.token_ids == expected.token_ids
-    assert record.main_passes is not None and record.main_passes < 24  # the trimmed draft's tokens are accepted
