@@ -189,3 +189,18 @@ def test_best_lossless_takes_the_fastest_setting_that_matched_plain_everywhere()
     assert best_lossless(rows)["setting"] == "K=3"
     assert best_lossless(rows[:1]) is None  # plain decoding is not a configuration to recommend
     assert best_lossless([summary_row("speculative", "K=2", None, comparable=0)]) is None
+
+
+def test_the_readme_quotes_the_committed_coder_pair_benchmark_as_it_is() -> None:
+    """README's best-lossless figure is read from docs/data/benchmark-qwen2.5-coder.json, not typed by hand."""
+    from utils.benchmark import best_lossless
+    from utils.paths import REPO_ROOT
+
+    document = json.loads((REPO_ROOT / "docs" / "data" / "benchmark-qwen2.5-coder.json").read_text(encoding="utf-8"))
+    best = best_lossless(document["summary"])
+    assert best is not None and document["plan"]["precision"] == "f32"
+    assert all(record["identical_to_plain"] for record in document["records"])
+    quoted = (f"best lossless configuration: {best['mode']} {best['setting']}, {best['speedup_vs_plain']:.2f}x over "
+              f"plain ({best['prompts']} prompts, every output identical to")
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert quoted in readme
