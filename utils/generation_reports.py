@@ -135,13 +135,13 @@ def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
     plain_ms = {record.prompt_id: record.tpot_ms for record in records
                 if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
     rows = []
-    for row, record in zip(speculation_breakdown(records), (r for r in records if r.main_model_metrics is not None
-                                                              and r.draft_model_metrics is not None
-                                                              and r.main_passes)):
+    for record in records:
+        breakdown = speculation_breakdown([record])  # empty unless the record carries both models' metrics
         plain_step = plain_ms.get(record.prompt_id)
-        acceptance, k = row["a (from tok/pass)"], record.num_assistant_tokens
-        if plain_step is None or acceptance is None or not k:
+        if not breakdown or plain_step is None or breakdown[0]["a (from tok/pass)"] is None:
             continue
+        row, k = breakdown[0], record.num_assistant_tokens
+        acceptance = row["a (from tok/pass)"]
         rows.append({
             "prompt": row["prompt"], "setting": row["setting"], "plain ms/token": plain_step,
             "main ms/pass": row["main ms/pass"], "verify / plain": decoding_metrics.verification_cost(

@@ -18,12 +18,14 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from utils.speedup_model import acceptance_from_tokens_per_pass, predicted_speedup
+from utils import decoding_metrics
+from utils.speedup_model import predicted_speedup
 
 
 def cost_ratio(main_plain: Sequence, draft_plain: Sequence) -> float:
-    """Median over prompts of (draft time per output token / main time per output token)."""
-    ratios = [d.tpot_ms / m.tpot_ms for m, d in zip(main_plain, draft_plain) if m.tpot_ms and d.tpot_ms]
+    """Median over prompts of c (`decoding_metrics.cost_ratio`) from each model's plain time per output token."""
+    ratios = [decoding_metrics.cost_ratio(d.tpot_ms, m.tpot_ms)
+              for m, d in zip(main_plain, draft_plain) if m.tpot_ms and d.tpot_ms]
     if not ratios:
         raise ValueError("No time-per-token figures to compute the cost ratio from.")
     return statistics.median(ratios)
@@ -42,7 +44,7 @@ def task_rows(records: Sequence, main_plain: Sequence, c: float, draft_name: str
         tokens = sum(r.generated_tokens for r in group)
         passes = sum(r.main_passes or 0 for r in group)
         tokens_per_pass = tokens / passes if passes else float("nan")
-        acceptance = acceptance_from_tokens_per_pass(tokens_per_pass, k) if passes else float("nan")
+        acceptance = decoding_metrics.per_token_acceptance(tokens_per_pass, k) if passes else float("nan")
         rows.append({
             "draft": draft_name, "task": task, "K": k, "prompts": len(group),
             # lossless only if the kept run equals plain and every repeat of both gave the same tokens
