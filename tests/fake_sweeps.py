@@ -35,7 +35,7 @@ def k_speedup(point: SweepPoint, prompt: Prompt) -> float:
 
 def fake_records(point: SweepPoint, prompts: Sequence[Prompt],
                  speedup: Callable[[SweepPoint, Prompt], float] = k_speedup) -> list[GenerationRecord]:
-    """Pretend measurement: plain takes 1 s per prompt, the point 1/speedup s with identical output.
+    """Pretend measurement: plain takes 1 s per prompt, the point (in its own mode) 1/speedup s with identical output.
 
     Every draft token is accepted in the steps (K+1 tokens per pass); the
     counted acceptance is (9 - K) / 10, so each K has its own.
@@ -46,7 +46,7 @@ def fake_records(point: SweepPoint, prompts: Sequence[Prompt],
         steps = [1] + [k + 1] * 3 + [1]  # the prefill pass, every draft token accepted, a cut-short last pass
         factor = speedup(point, prompt)
         out.append(record(mode="plain", setting="greedy", prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0))
-        out.append(record(prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0 / factor,
+        out.append(record(mode=point.settings.mode, prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0 / factor,
                           speedup_vs_plain=factor, identical_to_plain=True, accepted_tokens=9 - k, draft_tokens=10,
                           tokens_per_step=steps, generated_tokens=sum(steps), main_passes=len(steps)))
     return out

@@ -117,3 +117,21 @@ def test_a_figure_is_saved_where_figures_go(tmp_path: Path, monkeypatch: pytest.
     figure = tuning_plots.plot_sweep(fake_sweep(k_points([1, 2])), by=None)
     assert save_figure(figure, "05-sweep").resolve() == tmp_path.resolve() / "figures" / "05-sweep.png"
     assert (tmp_path / "figures" / "05-sweep.png").stat().st_size > 0
+
+
+def test_task_choices_draw_every_candidate_the_choice_and_the_held_out_check() -> None:
+    from utils.sweeps import prompt_lookup_points
+    from utils.task_tuner import TaskChoice
+
+    lookup = prompt_lookup_points([3])[0]
+    choices = [TaskChoice("code", ["a"], ["b"], {"draft K=2": 1.1, "prompt lookup K=3": 1.3}, lookup, 1.3, 0.95,
+                          True, True),
+               TaskChoice("chat", ["c"], ["d"], {"draft K=2": 0.8, "prompt lookup K=3": 0.9}, None, 1.0, 1.0)]
+    [axis] = tuning_plots.plot_task_choices(choices).axes
+    bars = [bar for container in axis.containers for bar in container]
+    assert [round(bar.get_height(), 3) for bar in bars] == [1.1, 1.3, 0.8, 0.9]
+    edged = [round(bar.get_height(), 3) for bar in bars if bar.get_linewidth() == 2]
+    assert edged == [1.3]  # only the chosen candidate has the black edge (chat chose plain: no bar)
+    held_out = [point for collection in axis.collections for point in collection.get_offsets().tolist()]
+    assert [round(y, 3) for _, y in held_out] == [0.95, 1.0]
+    assert [text.get_text() for text in axis.texts] == ["prompt lookup K=3", "plain"]

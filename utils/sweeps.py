@@ -79,6 +79,14 @@ def threshold_points(thresholds: Iterable[float], max_new_tokens: int = 32,
                                         max_new_tokens=max_new_tokens), pipeline) for threshold in thresholds]
 
 
+def prompt_lookup_points(ks: Iterable[int], max_ngram_size: int = 3, max_new_tokens: int = 32) -> list[SweepPoint]:
+    """One point per number of candidate tokens K for prompt lookup (no draft model; n-grams of the prompt)."""
+    return [SweepPoint("prompt_lookup", int(k),
+                       DecodingSettings("prompt_lookup", num_assistant_tokens=int(k), max_ngram_size=max_ngram_size,
+                                        max_new_tokens=max_new_tokens), PipelineSpec("prompt_lookup"))
+            for k in ks]
+
+
 def draft_points(variants: Iterable[tuple[str | None, str]], k: int = 3, max_new_tokens: int = 32,
                  main_precision: str = "f32") -> list[SweepPoint]:
     """One point per (draft weight variant, draft inference precision), main model fixed at `main_precision`."""

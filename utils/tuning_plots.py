@@ -229,3 +229,41 @@ def plot_autotune(sweep_speedups: dict, result: Any, tolerance: float = 0.05):
                    f"in {result.spent_seconds:.0f} s")
     figure.tight_layout()
     return figure
+
+
+def plot_task_choices(choices: Sequence[Any], margin: float = 0.05, tolerance: float = 0.03):
+    """Per task type: every candidate's speed-up on the tuning prompts, the choice, and its held-out ratio.
+
+    choices: `utils.task_tuner.TaskChoice`s. The band above 1.0 is the margin a candidate must clear to be
+    chosen; the band below is the held-out promise (at most `tolerance` slower than plain).
+    """
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(name for choice in choices for name in choice.candidates))
+    figure, axis = plt.subplots(figsize=(9, 4))
+    width = 0.8 / (len(names) + 1)
+    for task_index, choice in enumerate(choices):
+        for name_index, name in enumerate(names):
+            speedup = choice.candidates.get(name)
+            if speedup is None:
+                continue
+            chosen = name == choice.label
+            axis.bar(task_index + name_index * width, speedup, width, color=f"C{name_index}",
+                     edgecolor="black" if chosen else "none", linewidth=2 if chosen else 0,
+                     label=name if task_index == 0 else None)
+        if choice.held_out_speedup is not None:
+            axis.scatter([task_index + len(names) * width], [choice.held_out_speedup], marker="D", s=60,
+                         color="black", zorder=3, label="choice on held-out prompts" if task_index == 0 else None)
+            axis.annotate(choice.label, (task_index + len(names) * width, choice.held_out_speedup),
+                          xytext=(0, 8), textcoords="offset points", ha="center", fontsize=8)
+    axis.axhspan(1.0, 1.0 + margin, color="tab:orange", alpha=0.15, label=f"needed to leave plain (+{margin:.0%})")
+    axis.axhspan(1.0 - tolerance, 1.0, color="tab:red", alpha=0.12, label=f"held-out promise (-{tolerance:.0%})")
+    _plain_line(axis)
+    axis.set_xticks([index + len(names) * width / 2 for index in range(len(choices))])
+    axis.set_xticklabels([choice.task for choice in choices])
+    axis.set_ylabel("speed-up over plain decoding")
+    axis.set_title("Per-task choice: candidates on the tuning prompts (black edge: chosen), check on held-out ones")
+    axis.grid(alpha=0.3, axis="y")
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.tight_layout()
+    return figure
