@@ -55,7 +55,8 @@ def test_choose_keeps_plain_unless_a_lossless_candidate_wins_by_more_than_the_ma
 
 def choice(task: str, speedup: float | None, identical: bool = True) -> TaskChoice:
     point = None if speedup == 1.0 else sweeps.k_points([3])[0]
-    return TaskChoice(task, ["a"], ["b"], {}, point, 1.0, speedup, identical, point is not None)
+    return TaskChoice(task, ["a"], ["b"], {}, task_tuner.describe(point), 1.0, speedup, identical, point is not None,
+                      point)
 
 
 def test_the_promise_is_at_most_three_percent_slower_and_lossless() -> None:
@@ -70,6 +71,9 @@ def test_the_promise_is_at_most_three_percent_slower_and_lossless() -> None:
     rows = task_tuner.choice_rows(choices)
     assert [r["at most 3% slower"] for r in rows] == [True, True, False]
     assert [r["chosen"] for r in rows] == ["draft K=3", "plain", "draft K=3"]
+    stored = [TaskChoice.from_dict(c.as_dict()) for c in choices]   # what --json writes and the README test reads
+    assert task_tuner.summary_line(stored) == task_tuner.summary_line(choices)
+    assert "choice" not in choices[0].as_dict()
 
 
 # Pretend speed-ups per (setting, prompt): code gains from the draft, chat gains from nothing, input-grounded gains
@@ -129,3 +133,23 @@ def test_the_command_line_refuses_bad_input_before_loading_anything(capsys: pyte
     with pytest.raises(SystemExit):
         task_tuner.main(["--tasks", "summarisation"])
     assert "length=None" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        task_tuner.main(["--json", "/proc/no-such-dir/out.json"])
+    assert "--json" in capsys.readouterr().err
+
+
+def test_the_readme_quotes_the_committed_task_tuner_run_as_it_is() -> None:
+    """README's summary line is recomputed from docs/data/task-tuner-qwen2.5-coder.json, not typed by hand."""
+    import json
+
+    from utils.paths import REPO_ROOT
+
+    document = json.loads((REPO_ROOT / "docs" / "data" / "task-tuner-qwen2.5-coder.json").read_text(encoding="utf-8"))
+    choices = [TaskChoice.from_dict(data) for data in document["choices"]]
+    assert task_tuner.summary_line(choices) == document["summary"]
+    assert all(row["identical"] for row in document["tuning_rows"])
+    for stored in choices:   # each choice follows the rule from the stored candidates' figures
+        best = max(stored.candidates.items(), key=lambda item: item[1])
+        assert stored.label == (best[0] if best[1] > 1 + task_tuner.SWITCH_MARGIN else "plain")
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"printed: `{document['summary']}`" in readme

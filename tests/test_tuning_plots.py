@@ -124,9 +124,9 @@ def test_task_choices_draw_every_candidate_the_choice_and_the_held_out_check() -
     from utils.task_tuner import TaskChoice
 
     lookup = prompt_lookup_points([3])[0]
-    choices = [TaskChoice("code", ["a"], ["b"], {"draft K=2": 1.1, "prompt lookup K=3": 1.3}, lookup, 1.3, 0.95,
-                          True, True),
-               TaskChoice("chat", ["c"], ["d"], {"draft K=2": 0.8, "prompt lookup K=3": 0.9}, None, 1.0, 1.0)]
+    choices = [TaskChoice("code", ["a"], ["b"], {"draft K=2": 1.1, "prompt lookup K=3": 1.3}, "prompt lookup K=3",
+                          1.3, 0.95, True, True, lookup),
+               TaskChoice("chat", ["c"], ["d"], {"draft K=2": 0.8, "prompt lookup K=3": 0.9}, "plain", 1.0, 1.0)]
     [axis] = tuning_plots.plot_task_choices(choices).axes
     bars = [bar for container in axis.containers for bar in container]
     assert [round(bar.get_height(), 3) for bar in bars] == [1.1, 1.3, 0.8, 0.9]

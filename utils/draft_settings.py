@@ -46,7 +46,7 @@ class DraftTrainingSettings:
     """
 
     name: str = "quick"
-    prompts: int = 128
+    prompts: int = 80
     prompt_max_tokens: int = 48
     steered_share: float = 0.75
     sampled_answers: int = 1
@@ -113,9 +113,9 @@ class DraftTrainingSettings:
 
 
 PRESETS: dict[str, DraftTrainingSettings] = {
-    # minutes on 2 cores: ~28k tokens of data, many epochs over them; shows the recipe end to end
+    # minutes on 2 cores: ~18k tokens of data, many epochs over them; shows the recipe end to end
     "quick": DraftTrainingSettings(),
-    # about an hour on 2 cores: ~10x the data, ~8x the training
+    # about an hour on 2 cores: ~20x the data, ~8x the training
     "full": DraftTrainingSettings(name="full", prompts=1600, epochs=6.0, max_training_minutes=30.0),
 }
 

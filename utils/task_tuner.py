@@ -25,9 +25,11 @@ heavy imports (openvino_genai) happen inside functions.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from utils.prompts import TASKS, Prompt, select_prompts
 from utils.sweeps import SweepPoint, SweepResult, k_points, prompt_lookup_points, run_sweep, threshold_points
@@ -106,15 +108,19 @@ class TaskChoice:
     tune_prompts: list[str]
     held_out_prompts: list[str]
     candidates: dict[str, float | None]   # description -> speed-up on the tuning prompts
-    choice: SweepPoint | None            # None = plain decoding
+    label: str                           # `describe(choice)`: "plain", "draft K=4", ...
     tune_speedup: float                  # 1.0 for plain
     held_out_speedup: float | None       # 1.0 for plain (not measured); None if not comparable
     held_out_identical: bool = True
     held_out_measured: bool = False
+    choice: SweepPoint | None = None     # None = plain decoding (not stored by `as_dict`)
 
-    @property
-    def label(self) -> str:
-        return describe(self.choice)
+    def as_dict(self) -> dict:
+        return {name: value for name, value in asdict(self).items() if name != "choice"}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TaskChoice:
+        return cls(**{name: value for name, value in data.items() if name != "choice"})
 
     def never_worse(self, tolerance: float = HELD_OUT_TOLERANCE) -> bool:
         """True if the choice, on held-out prompts, is at most `tolerance` slower than plain and lossless."""
@@ -160,8 +166,8 @@ def tune_tasks(pair, splits: Sequence[TaskSplit], points: Sequence[SweepPoint], 
         choices.append(TaskChoice(
             task=split.task, tune_prompts=[p.id for p in split.tune], held_out_prompts=[p.id for p in split.held_out],
             candidates={describe(by_label[(row["knob"], row["value"])]): row["speedup"] for row in rows},
-            choice=point, tune_speedup=best["speedup"] if best is not None else 1.0,
-            held_out_speedup=1.0 if point is None else None))
+            label=describe(point), tune_speedup=best["speedup"] if best is not None else 1.0,
+            held_out_speedup=1.0 if point is None else None, choice=point))
     # Held-out check: one sweep per distinct choice, on the held-out prompts of the tasks that chose it.
     for point in dict.fromkeys(choice.choice for choice in choices if choice.choice is not None):
         chosen_by = [choice for choice in choices if choice.choice == point]
@@ -230,10 +236,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--held-out-repeats", type=int, default=2, help="timed runs per held-out prompt")
     parser.add_argument("--margin", type=float, default=SWITCH_MARGIN,
                         help="a candidate must beat plain by more than this to be chosen")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH",
+                        help="also write the choices, the tuning measurements and the machine here")
     return parser
 
 
+def write_json(path: Path, tuning: TaskTuning, argv: Sequence[str]) -> None:
+    """The choices, every tuning measurement's summary per task, the command and the machine, as JSON."""
+    from utils.benchmark import measurement_context
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "machine": measurement_context(),
+        "command": "python -m utils.task_tuner " + " ".join(argv),
+        "choices": [choice.as_dict() for choice in tuning.choices],
+        "summary": summary_line(tuning.choices),
+        "tuning_rows": tuning.sweep.rows(by="task"),
+    }
+    path.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from utils.input_checks import InputError, check_writable_file
     from utils.model_catalogue import get_pair
     from utils.model_check import check_pair
     from utils.result_cache import ResultCache
@@ -245,15 +269,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         pair = get_pair(arguments.pair)
         splits = split_prompts(arguments.tasks)
         points = candidate_points(arguments.ks, arguments.thresholds, arguments.lookup_ks, arguments.max_new_tokens)
-    except (KeyError, ValueError) as error:
+        if arguments.json is not None:
+            check_writable_file(arguments.json, "--json")
+    except (KeyError, ValueError, InputError) as error:
         parser.error(str(error.args[0]))
     check_pair(pair.main.path, pair.draft.path)
-    choices = tune_tasks(pair, splits, points, device=arguments.device, repeats=arguments.repeats,
-                         held_out_repeats=arguments.held_out_repeats, margin=arguments.margin,
-                         cache=ResultCache()).choices
-    print(text_table(choice_rows(choices)))
-    print(summary_line(choices))
-    print("Run: python -m utils.task_tuner " + " ".join(sys.argv[1:] if argv is None else argv))
+    tuning = tune_tasks(pair, splits, points, device=arguments.device, repeats=arguments.repeats,
+                        held_out_repeats=arguments.held_out_repeats, margin=arguments.margin, cache=ResultCache())
+    argv = sys.argv[1:] if argv is None else list(argv)
+    print(text_table(choice_rows(tuning.choices)))
+    print(summary_line(tuning.choices))
+    print("Run: python -m utils.task_tuner " + " ".join(argv))
+    if arguments.json is not None:
+        write_json(arguments.json, tuning, argv)
+        print(f"written to {arguments.json}")
     return 0
 
 
