@@ -105,3 +105,19 @@ def test_the_definitions_agree_with_openvino_genais_counters(int4_speculative, s
     assert 0 < dm.accepted_tokens(steps) < drafted  # the int4 draft is right sometimes, not always
     complete = len(dm.verification_steps(steps))
     assert dm.tokens_per_main_pass(steps) == pytest.approx(1 + extended.get_num_accepted_tokens() / complete)
+
+
+def test_fastest_lossless_needs_every_prompt_measured_and_identical() -> None:
+    def row(name, speedup, prompts=2, comparable=2, identical=2, key="speedup"):
+        return {"name": name, key: speedup, "prompts": prompts, "comparable_prompts": comparable,
+                "identical_prompts": identical}
+
+    rows = [row("fast but lossy", 1.6, identical=1), row("one prompt not comparable", 1.5, comparable=1),
+            row("not measured", None, comparable=0), row("slow", 0.9), row("best", 1.2)]
+    assert dm.fastest_lossless(rows)["name"] == "best"
+    assert not dm.is_lossless(rows[0]) and dm.is_lossless(rows[4])
+    assert dm.fastest_lossless(rows, above=1.2) is None      # must beat the bar, not tie it
+    assert dm.fastest_lossless(rows, above=1.19)["name"] == "best"
+    assert dm.fastest_lossless(rows[:3]) is None
+    other_key = [row("a", 1.1, key="speedup_vs_plain"), row("b", 1.3, key="speedup_vs_plain")]
+    assert dm.fastest_lossless(other_key, "speedup_vs_plain")["name"] == "b"

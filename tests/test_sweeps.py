@@ -122,11 +122,46 @@ def test_run_sweep_checks_model_folders_before_measuring(fake_pair: ModelPair, m
         sweeps.run_sweep(fake_pair, sweeps.k_points([1]), [], progress=False)
 
 
-def test_measure_points_refuses_points_on_different_pipelines(fake_pair: ModelPair) -> None:
+def test_measure_points_refuses_points_it_cannot_time_together(fake_pair: ModelPair) -> None:
     mixed = sweeps.k_points([1]) + sweeps.k_points([2], pipeline=PipelineSpec(draft_variant="int8"))
-    with pytest.raises(ValueError, match="same pipeline"):
+    with pytest.raises(ValueError, match="pool keeps 2"):
         sweeps.measure_points(PipelinePool(fake_pair), mixed, PROMPTS)
+    other_budget = sweeps.k_points([1]) + sweeps.k_points([2], max_new_tokens=8)
+    with pytest.raises(ValueError, match="same plain reference"):
+        sweeps.measure_points(PipelinePool(fake_pair, keep=3), other_budget, PROMPTS)
+    other_reference = sweeps.k_points([1]) + sweeps.k_points([2], pipeline=PipelineSpec(cache_size_gb=1))
+    with pytest.raises(ValueError, match="same plain reference"):
+        sweeps.measure_points(PipelinePool(fake_pair, keep=3), other_reference, PROMPTS)
     assert sweeps.measure_points(PipelinePool(fake_pair), [], PROMPTS) == []
+
+
+def test_points_sharing_a_plain_reference_are_timed_together_as_far_as_the_pool_allows() -> None:
+    int8 = PipelineSpec(draft_variant="int8")
+    points = (sweeps.k_points([1, 2]) + sweeps.prompt_lookup_points([3]) + sweeps.k_points([2], pipeline=int8)
+              + sweeps.k_points([4]) + sweeps.k_points([5], max_new_tokens=8))
+    everything = range(len(points))
+    # keep=2: the plain pipeline and one other at a time; same-pipeline points stay together, in order
+    assert sweeps.group_points(points, everything, keep=2) == [[0, 1, 4], [2], [3], [5]]
+    # keep=3: two pipelines besides plain per run, so plain is timed twice instead of three times
+    assert sweeps.group_points(points, everything, keep=3) == [[0, 1, 4, 2], [3], [5]]
+    assert sweeps.group_points(points, everything, keep=4) == [[0, 1, 4, 2, 3], [5]]
+    assert sweeps.group_points(points, [2, 3], keep=4) == [[2, 3]]  # only the indices asked for
+    for keep in (2, 3, 4):
+        for group in sweeps.group_points(points, everything, keep=keep):
+            assert len({points[index].pipeline for index in group}) <= max(keep - 1, 1)
+
+
+def test_run_sweep_times_plain_once_for_a_draft_and_prompt_lookup_with_a_large_pool(
+        fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list = []
+    monkeypatch.setattr(sweeps, "measure_points", fake_measure(calls))
+    points = sweeps.k_points([2, 4]) + sweeps.prompt_lookup_points([3])
+    result = sweeps.run_sweep(fake_pair, points, PROMPTS, pool=PipelinePool(fake_pair, keep=3), progress=False,
+                              cache=ResultCache(enabled=False))
+    assert calls == [[2, 4, 3]]
+    assert [point.point.value for point in result.points] == [2, 4, 3]
+    sweeps.run_sweep(fake_pair, points, PROMPTS, progress=False, cache=ResultCache(enabled=False))
+    assert calls[1:] == [[2, 4], [3]]  # the default pool (keep=2) cannot hold both
 
 
 def test_cache_key_covers_what_changes_a_measurement(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from utils import decoding_metrics
 from utils.pipelines import (PRECISIONS, SpeculationSetupError, check_draft_folder, check_main_folder,
                              check_single_thread_precision, load_pipeline)
 from utils.generation import (DecodingSettings, GenerationRecord, compare_with_plain, encode_prompt,
@@ -244,13 +245,11 @@ def summary_table(records: Sequence[GenerationRecord]) -> str:
 def best_lossless(summary_rows: Sequence[dict]) -> dict | None:
     """The fastest non-plain (mode, setting) of `summarise` rows whose every prompt matched plain, token for token.
 
-    A setting counts only if all its prompts were comparable (same token count) and identical to plain decoding;
-    None if no setting qualifies.
+    A setting counts only if all its prompts were comparable (same token count) and identical to plain decoding
+    (`utils.decoding_metrics.fastest_lossless`); None if no setting qualifies.
     """
-    lossless = [row for row in summary_rows
-                if row["mode"] != "plain" and row["speedup_vs_plain"] is not None
-                and row["comparable_prompts"] == row["prompts"] == row["identical_prompts"]]
-    return max(lossless, key=lambda row: row["speedup_vs_plain"], default=None)
+    return decoding_metrics.fastest_lossless([row for row in summary_rows if row["mode"] != "plain"],
+                                             "speedup_vs_plain")
 
 
 def best_lossless_line(records: Sequence[GenerationRecord], argv: Sequence[str]) -> str:

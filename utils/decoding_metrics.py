@@ -33,6 +33,9 @@ pass. Definitions:
   both over one new token (Leviathan's c).
 * **verification cost** = time of one main-model pass over K + 1 tokens / time
   of one main-model pass over 1 token (1.0 is what Leviathan's formula assumes).
+* **lossless** (a summary row of several prompts): its speed-up was measured on
+  every prompt (same token count as plain) and every output equalled plain,
+  token for token; `fastest_lossless` picks among such rows.
 """
 from __future__ import annotations
 
@@ -106,6 +109,26 @@ def verification_cost(verify_step: float, plain_step: float) -> float:
         raise ValueError(f"Step times must be >= 0 and the plain step > 0, got verify {verify_step}, "
                          f"plain {plain_step}.")
     return verify_step / plain_step
+
+
+def is_lossless(row: dict, speedup_key: str = "speedup") -> bool:
+    """True if a summary row's speed-up was measured on all its prompts and every output matched plain.
+
+    The row needs "prompts", "comparable_prompts" and "identical_prompts" (counts) and `speedup_key`
+    (`utils.sweeps.summarise_records` and `utils.generation_reports.summarise` both give them).
+    """
+    return row.get(speedup_key) is not None and row["prompts"] == row["comparable_prompts"] == row["identical_prompts"]
+
+
+def fastest_lossless(rows: Sequence[dict], speedup_key: str = "speedup", *, above: float | None = None) -> dict | None:
+    """The lossless row (`is_lossless`) with the highest speed-up; None if there is none.
+
+    above: also None unless that speed-up is higher than this (a margin over plain decoding, e.g. 1.05).
+    """
+    best = max((row for row in rows if is_lossless(row, speedup_key)), key=lambda row: row[speedup_key], default=None)
+    if best is None or (above is not None and best[speedup_key] <= above):
+        return None
+    return best
 
 
 def ipex_llm_steps(accept_num: Sequence[int], generated_tokens: int) -> list[int]:

@@ -207,6 +207,7 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
         "max_tokens_per_pass": max(steps) if steps else None,
         "per_token_acceptance": per_token,
         "main_pass_ms": statistics.mean(main_ms) if main_ms else None,
+        "identical_prompts": sum(bool(record.identical_to_plain) for record in records),
         "identical": all(bool(record.identical_to_plain) for record in records),
     }
 
@@ -334,25 +335,57 @@ def plain_settings_for(settings: DecodingSettings) -> DecodingSettings:
 
 def measure_points(pool: PipelinePool, points: Sequence[SweepPoint], prompts: Sequence[Prompt], *, warmup: int = 1,
                    repeats: int = 2, progress: Callable[[str], None] | None = None) -> list[list[GenerationRecord]]:
-    """Measure points that share one pipeline and plain reference in ONE interleaved run, plain timed once.
+    """Measure points that share one plain reference in ONE interleaved run, plain timed once.
 
-    Every repeat runs, prompt by prompt, plain decoding and then each point, so
-    all of them meet the same background load. Returns, per point, the plain
+    The points may run on different pipelines (a draft and prompt lookup, say)
+    as long as they are compared with the same plain pipeline and token budget;
+    the pool must be able to keep all of those pipelines loaded at once. Every
+    repeat runs, prompt by prompt, plain decoding and then each point, so all
+    of them meet the same background load. Returns, per point, the plain
     records followed by the point's records, compared with plain.
     """
     if not points:
         return []
-    pipeline, plain_settings = points[0].pipeline, plain_settings_for(points[0].settings)
-    if any(point.pipeline != pipeline or plain_settings_for(point.settings) != plain_settings for point in points):
-        raise ValueError("measure_points needs points with the same pipeline and token budget; group them first.")
-    plain = pool.get(pipeline.plain_reference)
-    candidate = pool.get(pipeline)
-    candidates = [(plain, plain_settings)] + [(candidate, point.settings) for point in points]
+    reference, plain_settings = points[0].pipeline.plain_reference, plain_settings_for(points[0].settings)
+    if any(point.pipeline.plain_reference != reference or plain_settings_for(point.settings) != plain_settings
+           for point in points):
+        raise ValueError("measure_points needs points with the same plain reference and token budget; group them "
+                         "first (run_sweep does).")
+    pipelines = {pool.canonical(point.pipeline) for point in points} | {reference}
+    if len(pipelines) > pool.keep:
+        raise ValueError(f"These points need {len(pipelines)} pipelines at once but the pool keeps {pool.keep}; "
+                         "split them (run_sweep does) or use PipelinePool(..., keep=...).")
+    plain = pool.get(reference)
+    candidates = [(plain, plain_settings)] + [(pool.get(point.pipeline), point.settings) for point in points]
     records = measure_side_by_side(candidates, prompts, warmup=warmup, repeats=repeats, progress=progress)
     count = len(prompts)
     plain_records = records[:count]
     return [compare_with_plain(plain_records + records[count * (index + 1):count * (index + 2)])
             for index in range(len(points))]
+
+
+def group_points(points: Sequence[SweepPoint], indices: Sequence[int], keep: int) -> list[list[int]]:
+    """Split point indices into runs that `measure_points` can time together.
+
+    A run shares one plain reference and token budget, and needs at most
+    `keep` pipelines loaded at once (its plain pipeline included), so a small
+    pool never reloads a model between interleaved runs. Points on the same
+    pipeline stay in one run; order is kept.
+    """
+    by_reference: dict[tuple, list[int]] = {}
+    for index in indices:
+        point = points[index]
+        by_reference.setdefault((point.pipeline.plain_reference, plain_settings_for(point.settings)), []).append(index)
+    groups: list[list[int]] = []
+    room = max(keep - 1, 1)  # pipelines besides the plain one
+    for members in by_reference.values():
+        by_pipeline: dict[PipelineSpec, list[int]] = {}
+        for index in members:
+            by_pipeline.setdefault(points[index].pipeline, []).append(index)
+        pipelines = list(by_pipeline)
+        for start in range(0, len(pipelines), room):
+            groups.append([index for spec in pipelines[start:start + room] for index in by_pipeline[spec]])
+    return groups
 
 
 def measure_point(pool: PipelinePool, point: SweepPoint, prompts: Sequence[Prompt], *, warmup: int = 1,
@@ -376,9 +409,10 @@ def run_sweep(
 ) -> SweepResult:
     """Measure every point against plain decoding, reusing finished points from `cache`.
 
-    Models are loaded only if some point is not cached. Missing points that run
-    on the same pipeline are measured together (`measure_points`: plain decoding
-    timed once, everything interleaved); each point is then cached on its own.
+    Models are loaded only if some point is not cached. Missing points that share
+    a plain reference are measured together (`group_points`, as many pipelines
+    at once as the pool keeps; `measure_points`: plain decoding timed once,
+    everything interleaved); each point is then cached on its own.
     progress: a tqdm bar over the points (cached ones count at once), with the
     current run as its postfix.
     """
@@ -392,16 +426,17 @@ def run_sweep(
     pool = pool if pool is not None else PipelinePool(pair, device)
     keys = [point_cache_key(pair, device, point, prompt_list, warmup, repeats) for point in points]
     results: list[PointResult | None] = []
-    groups: dict[tuple, list[int]] = {}
+    missing: list[int] = []
     for index, (point, key) in enumerate(zip(points, keys)):
         cached_records = _records_or_none(cache.get(key))
         results.append(PointResult(point, cached_records, from_cache=True) if cached_records is not None else None)
         if cached_records is None:
-            groups.setdefault((point.pipeline, plain_settings_for(point.settings)), []).append(index)
+            missing.append(index)
+    groups = group_points(points, missing, pool.keep)
     bar = progress_bar(len(points), f"{name} (points)", progress)
     if bar is not None:
-        bar.update(len(points) - sum(len(members) for members in groups.values()))  # read from the cache
-    for members in groups.values():
+        bar.update(len(points) - len(missing))  # read from the cache
+    for members in groups:
         runs = (1 + len(members)) * len(prompt_list) * repeats
         done = 0
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from utils import decoding_metrics
 from utils.prompts import TASKS, Prompt, select_prompts
 from utils.sweeps import SweepPoint, SweepResult, k_points, prompt_lookup_points, run_sweep, threshold_points
 
@@ -89,15 +90,13 @@ def describe(point: SweepPoint | None) -> str:
 
 
 def choose(rows: Sequence[dict], margin: float = SWITCH_MARGIN) -> dict | None:
-    """The best row (`SweepResult.rows` of one task) if it is lossless and beats plain by more than `margin`.
+    """The fastest lossless row (`SweepResult.rows` of one task) if it beats plain by more than `margin`.
 
     None means: keep plain decoding. Rows whose outputs differed from plain, or
-    whose speed-up could not be measured, are never chosen.
+    whose speed-up could not be measured on every prompt, are never chosen
+    (`utils.decoding_metrics.fastest_lossless`).
     """
-    lossless = [row for row in rows if row.get("speedup") is not None and row.get("identical")
-                and row.get("comparable_prompts", 1) == row.get("prompts", 1)]
-    best = max(lossless, key=lambda row: row["speedup"], default=None)
-    return best if best is not None and best["speedup"] > 1.0 + margin else None
+    return decoding_metrics.fastest_lossless(rows, "speedup", above=1.0 + margin)
 
 
 @dataclass
