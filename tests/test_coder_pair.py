@@ -3,6 +3,7 @@ and, on the real prepared Qwen2.5-Coder pair, the tokenizer check and lossless s
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,26 @@ def test_real_draft_tokenizer_matches_the_main(prepared_coder_pair, variant: str
     assert openvino_token_ids(QWEN_CODER_MAIN.path, "Hello world") == [9707, 1879]
 
 
+def test_real_hugging_face_copies_are_float16_with_the_pairs_tokenizer(prepared_coder_pair) -> None:
+    """The copies transformers loads (notebook 03): half-size on disk, same vocabulary for main and draft."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from utils.atomic_folder import COMPLETE_MARKER
+
+    main, draft = coder_pair.hf_copies()
+    tokenizers = [AutoTokenizer.from_pretrained(folder) for folder in (main, draft)]
+    assert tokenizers[0]("Hello world", add_special_tokens=False)["input_ids"] == [9707, 1879]
+    assert tokenizers[0].get_vocab() == tokenizers[1].get_vocab()
+    for folder, gguf in ((main, coder_pair.MAIN_GGUF), (draft, coder_pair.DRAFT_GGUF)):
+        config = json.loads((folder / "config.json").read_text())
+        assert config.get("dtype", config.get("torch_dtype")) == "float16"
+        assert not config.get("tie_word_embeddings")  # both files hold their own output layer
+        marker = json.loads((folder / COMPLETE_MARKER).read_text())
+        assert marker["recipe"] == coder_pair.hf_copy_recipe(gguf)  # made from the sha256-checked GGUF
+
+
 # --- The trimmed output layer (utils.coder_draft_trim) and the pair measurement (utils.pair_measure) ---------
 
 def tiny_logits_model(weights):
@@ -249,10 +270,20 @@ def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf
     monkeypatch.setitem(coder_pair.BUILD_DISK_BYTES, gguf.file_name, 0)
     with atomic_folder(QWEN_CODER_MAIN.path, coder_pair.export_recipe(QWEN_CODER_MAIN, gguf)) as work:
         (work / "openvino_model.xml").write_text("kept")
+    copy = coder_pair.hf_copy_path(gguf)
+    with atomic_folder(copy, coder_pair.hf_copy_recipe(gguf)) as work:
+        (work / "config.json").write_text("kept copy")
     monkeypatch.setattr(coder_pair, "build_hf_folder", lambda *_: pytest.fail("rebuilt an up-to-date export"))
     assert coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN,)) == [QWEN_CODER_MAIN.path]
 
     built = []
+
+    def fake_copy(hf_folder: Path, destination: Path, recipe: dict) -> Path:
+        assert (hf_folder / "config.json").is_file()  # made from the converted folder, before it is deleted
+        built.append(Path(destination).name)
+        with atomic_folder(destination, recipe) as work:
+            (work / "config.json").write_text("new copy")
+        return destination
 
     def fake_hf(gguf_file: Path, destination: Path, recipe: dict) -> Path:
         assert gguf_file.read_bytes() == whole  # only a checked, complete GGUF is ever read
@@ -268,13 +299,22 @@ def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf
 
     monkeypatch.setattr(coder_pair, "build_hf_folder", fake_hf)
     monkeypatch.setattr(coder_pair, "export_with_optimum", fake_export)
+    monkeypatch.setattr(coder_pair, "build_hf_copy", fake_copy)
     draft = QWEN_CODER_DRAFTS["int4"]
     coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN, draft))
     assert built == [draft.folder_name]
     assert (QWEN_CODER_MAIN.path / "openvino_model.xml").read_text() == "kept"
-    # the exports, and nothing else but their lock files: the work folder (GGUF, Hugging Face folder) is gone
+    assert (copy / "config.json").read_text() == "kept copy"
+    # the exports and the copy, and nothing else but their lock files: the work folder (GGUF, fp32 folder) is gone
     assert sorted(p.name for p in tmp_models_dir.iterdir() if not p.name.endswith(".lock")) == sorted(
-        [QWEN_CODER_MAIN.folder_name, draft.folder_name])
+        [QWEN_CODER_MAIN.folder_name, draft.folder_name, copy.name])
+    # a missing Hugging Face copy alone is rebuilt; the up-to-date exports are not
+    shutil.rmtree(copy)
+    built.clear()
+    coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN, draft))
+    assert built == [copy.name] and (copy / "config.json").read_text() == "new copy"
+    with pytest.raises(CoderPairError, match="Hugging Face copies are not prepared"):
+        coder_pair.hf_copies()  # this fake pair has one model only
 
 
 def test_compression_settings_are_read_from_the_reference_exports_rt_info(tmp_path: Path) -> None:

@@ -257,6 +257,15 @@ def test_format_table() -> None:
     for column in ("mode", "setting", "task", "time s", "tokens", "tok/s", "speed-up", "accept", "identical"):
         assert column in header
     assert "2.00x" in speculative_row and "no (@2)" in speculative_row and plain_row.rstrip().endswith("yes")
+    assert "stack" not in header  # one stack: no stack column
+
+
+def test_format_table_names_the_stack_when_records_come_from_two() -> None:
+    records = compare_with_plain([make_record("plain"), make_record("plain", backend="transformers", wall=2.0)])
+    header, _rule, openvino_row, transformers_row = format_table(records).splitlines()
+    assert header.split()[:2] == ["stack", "mode"]
+    assert openvino_row.split()[:2] == ["openvino_genai", "plain"]
+    assert transformers_row.split()[:2] == ["transformers", "plain"]
 
 
 def test_measure_runners_warms_up_interleaves_and_validates() -> None:

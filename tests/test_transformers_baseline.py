@@ -53,6 +53,31 @@ def test_bad_arguments(tmp_path: Path) -> None:
         load_transformers_models(tmp_path)
     with pytest.raises(SpeculationSetupError, match="threads"):
         load_transformers_models(threads=0)
+    with pytest.raises(SpeculationSetupError, match="not a Hugging Face model folder .* draft model"):
+        load_transformers_models(draft=tmp_path / "no-such-draft")
+
+
+def test_a_draft_folder_with_another_vocabulary_is_refused(offline_pair, tmp_path: Path) -> None:
+    """Assisted generation passes token ids across: a draft whose tokenizer differs is refused before loading."""
+    from transformers import AutoTokenizer
+
+    other = tmp_path / "other-tokenizer"
+    tokenizer = AutoTokenizer.from_pretrained(offline_pair.hf)
+    tokenizer.add_tokens(["<not-in-the-main-vocabulary>"])
+    tokenizer.save_pretrained(other)
+    (other / "config.json").write_text((offline_pair.hf / "config.json").read_text())
+    with pytest.raises(SpeculationSetupError, match="tokenizers of .* differ"):
+        load_transformers_models(offline_pair.hf, draft=other)
+
+
+def test_a_draft_folder_is_loaded_as_a_separate_fp32_draft(offline_pair) -> None:
+    models = load_transformers_models(offline_pair.hf, draft=offline_pair.hf, threads=1)
+    assert models.draft is not None and models.draft is not models.main
+    assert models.draft_kind == offline_pair.hf.name
+    assert next(models.draft.parameters()).dtype == next(models.main.parameters()).dtype
+    record = run_transformers_prompt(models, "Name three colours.",
+                                     DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=8))
+    assert record.generated_tokens == 8 and record.backend == "transformers"
 
 
 @pytest.fixture(scope="module")

