@@ -167,6 +167,16 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
         assert record["speedup_vs_plain"] == pytest.approx(plain["wall_seconds"] / record["wall_seconds"])
         assert record["setting"] in printed
     assert {row["mode"] for row in document["summary"]} == {"plain", "speculative", "prompt_lookup"}
+    # the formula beside the measurement: one row for the one task at K=3, from this run's own records
+    from utils.decoding_metrics import tokens_per_main_pass
+
+    (formula,) = document["formula"]
+    assert (formula["setting"], formula["task"], formula["identical"]) == ("K=3", "input_grounded", "1/1")
+    speculative = records[1]
+    assert formula["tok/pass"] == pytest.approx(tokens_per_main_pass(speculative["tokens_per_step"]))
+    assert formula["measured speed-up"] == pytest.approx(speculative["speedup_vs_plain"])
+    assert 0 < formula["c"] and 0 <= formula["a (from tok/pass)"] <= 1 and formula["predicted (Leviathan)"] > 0
+    assert "formula beside the measurement" in printed and "predicted (Leviathan)" in printed
     best = [line for line in printed.splitlines() if line.startswith("best lossless configuration: ")]
     assert len(best) == 1 and "--tasks input_grounded" in best[0] and "python -m utils.benchmark" in best[0]
     assert any(f"{row['mode']} {row['setting']}," in best[0] for row in document["summary"] if row["mode"] != "plain")
@@ -202,5 +212,27 @@ def test_the_readme_quotes_the_committed_coder_pair_benchmark_as_it_is() -> None
     assert all(record["identical_to_plain"] for record in document["records"])
     quoted = (f"best lossless configuration: {best['mode']} {best['setting']}, {best['speedup_vs_plain']:.2f}x over "
               f"plain ({best['prompts']} prompts, every output identical to")
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert quoted in readme
+
+
+def test_the_readme_quotes_the_formula_table_of_the_committed_records() -> None:
+    """README's formula ranges are `formula_by_task` of docs/data/benchmark-qwen2.5-coder.json's records."""
+    from utils.generation import GenerationRecord
+    from utils.generation_reports import formula_by_task
+    from utils.paths import REPO_ROOT
+
+    document = json.loads((REPO_ROOT / "docs" / "data" / "benchmark-qwen2.5-coder.json").read_text(encoding="utf-8"))
+    rows = formula_by_task([GenerationRecord.from_dict(record) for record in document["records"]])
+    assert {(row["setting"], row["task"]) for row in rows} == {
+        (k, task) for k in ("K=2", "K=4") for task in ("code", "input_grounded")}
+
+    def span(column: str) -> str:
+        values = [row[column] for row in rows]
+        return f"{min(values):.2f}–{max(values):.2f}"
+
+    quoted = (f"at {span('measured / step times')} of the prediction from the measured step times and at "
+              f"{span('measured / Leviathan')} of Leviathan's: a verification pass over K + 1 tokens costs "
+              f"{span('verify / plain')} plain steps")
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
     assert quoted in readme

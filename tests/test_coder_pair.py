@@ -180,7 +180,7 @@ def test_real_hugging_face_copies_are_float16_with_the_pairs_tokenizer(prepared_
         assert marker["recipe"] == coder_pair.hf_copy_recipe(gguf)  # made from the sha256-checked GGUF
 
 
-# --- The trimmed output layer (utils.coder_draft_trim) and the pair measurement (utils.pair_measure) ---------
+# --- The trimmed output layer (utils.coder_draft_trim) ------------------------------------------------------
 
 def tiny_logits_model(weights):
     """hidden [batch, seq, d] -> logits = MatMul(hidden, Convert(W_fp16)^T), the shape optimum-cli exports."""
@@ -216,27 +216,6 @@ def test_trimmed_output_layer_keeps_the_kept_logits_and_masks_the_others() -> No
     assert np.array_equal(trimmed.argmax(-1), np.asarray(keep)[full[..., keep].argmax(-1)])
     with pytest.raises(DraftTrimError, match="must lie in"):
         trim_output_layer_graph(tiny_logits_model(weights), [50])
-
-
-def test_cost_ratio_and_prediction_rows() -> None:
-    from types import SimpleNamespace
-
-    from utils.pair_measure import cost_ratio, task_rows
-    from utils.speedup_model import predicted_speedup
-
-    main = [SimpleNamespace(prompt_id=p, tpot_ms=40.0, wall_seconds=4.0, outputs_stable=True) for p in ("a", "b")]
-    draft = [SimpleNamespace(prompt_id="a", tpot_ms=10.0), SimpleNamespace(prompt_id="b", tpot_ms=20.0)]
-    assert cost_ratio(main, draft) == pytest.approx(0.375)  # median of 0.25 and 0.5
-    spec = [SimpleNamespace(prompt_id=p, num_assistant_tokens=3, wall_seconds=2.0, generated_tokens=64,
-                            main_passes=16, identical_to_plain=True, outputs_stable=True, acceptance_rate=0.9)
-            for p in ("a", "b")]
-    (row,) = task_rows(spec, main, 0.375, "d", {"a": "code", "b": "code"})
-    assert row["speed-up"] == 2.0 and row["tok/pass"] == 4.0 and row["identical"] == "2/2"
-    assert row["a (from tok/pass)"] == 1.0 and row["predicted"] == round(predicted_speedup(1.0, 3, 0.375), 2)
-    spec[0].outputs_stable = False  # the kept run equals plain, but another repeat did not: not lossless
-    main[1].outputs_stable = False  # plain itself changed between repeats: nothing to compare with
-    (row,) = task_rows(spec, main, 0.375, "d", {"a": "code", "b": "code"})
-    assert row["identical"] == "0/2"
 
 
 def test_heartbeat_reports_a_long_step(capsys) -> None:

@@ -121,3 +121,12 @@ def test_fastest_lossless_needs_every_prompt_measured_and_identical() -> None:
     assert dm.fastest_lossless(rows[:3]) is None
     other_key = [row("a", 1.1, key="speedup_vs_plain"), row("b", 1.3, key="speedup_vs_plain")]
     assert dm.fastest_lossless(other_key, "speedup_vs_plain")["name"] == "b"
+
+
+def test_a_verification_pass_leaves_the_prefill_out() -> None:
+    # GenAI's per-model metrics of a speculative run: a 900 ms prefill (its time to first token), then 10 passes
+    metrics = {"inference_ms": 900.0 + 10 * 30.0, "ttft_ms": 900.0, "passes": 11}
+    assert dm.verification_pass_ms(metrics) == pytest.approx(30.0)  # not 1200 / 11 = 109 ms
+    assert dm.verification_pass_ms({"inference_ms": 900.0, "ttft_ms": 900.0, "passes": 1}) is None
+    assert dm.draft_step_ms({"inference_ms": 60.0, "passes": 30}) == pytest.approx(2.0)
+    assert dm.draft_step_ms({"inference_ms": 0.0, "passes": 0}) is None

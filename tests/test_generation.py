@@ -452,7 +452,7 @@ def test_speculation_breakdown_predicts_from_measured_numbers() -> None:
     from utils.generation_reports import speculation_breakdown
     from utils.speedup_model import predicted_speedup
 
-    main = {"inference_ms": 100.0, "passes": 10}
+    main = {"inference_ms": 190.0, "ttft_ms": 100.0, "passes": 10}  # a 100 ms prefill, then 9 passes of 10 ms
     draft = {"inference_ms": 60.0, "passes": 30}
     record = make_record("speculative", tokens=list(range(20)), main_passes=10, num_assistant_tokens=3,
                          main_model_metrics=main, draft_model_metrics=draft, acceptance_rate=0.5)
@@ -468,7 +468,7 @@ def test_verification_gap_puts_the_measured_pass_times_into_the_formula() -> Non
     from utils.generation_reports import verification_gap
     from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
-    main = {"inference_ms": 200.0, "passes": 10}  # 20 ms per pass over K+1 tokens
+    main = {"inference_ms": 500.0, "ttft_ms": 300.0, "passes": 11}  # a long prefill, then 20 ms per pass
     draft = {"inference_ms": 60.0, "passes": 30}  # 2 ms per draft step
     speculative = make_record("speculative", tokens=list(range(20)), main_passes=10, num_assistant_tokens=3,
                               main_model_metrics=main, draft_model_metrics=draft, speedup_vs_plain=1.1)
@@ -485,6 +485,41 @@ def test_verification_gap_puts_the_measured_pass_times_into_the_formula() -> Non
     assert with_step_times == pytest.approx(row["predicted (Leviathan)"] / 2)
     assert row["measured speed-up"] == 1.1
     assert verification_gap([speculative]) == []  # no plain run of the prompt: no plain step to compare with
+
+
+def test_formula_by_task_pools_a_task_and_leaves_out_what_it_cannot_predict() -> None:
+    from utils.generation_reports import formula_by_task
+    from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
+
+    def speculative(prompt_id: str, task: str, draft_ms: float, verify_ms: float, wall: float, **changes):
+        # 12 tokens in 4 passes of 3 tokens (the first pass is the prefill's single token in tokens_per_step)
+        return make_record("speculative", prompt_id=prompt_id, task=task, tokens=list(range(12)), wall=wall,
+                           main_passes=4, num_assistant_tokens=3, tokens_per_step=[1, 3, 3, 3, 2],
+                           main_model_metrics={"inference_ms": 500 + verify_ms * 4, "ttft_ms": 500.0, "passes": 5},
+                           draft_model_metrics={"inference_ms": draft_ms * 9, "passes": 9}, **changes)
+
+    plains = [make_record("plain", prompt_id=p, task=t, tpot_ms=ms, wall=2.0)
+              for p, t, ms in (("a", "code", 10.0), ("b", "code", 30.0), ("c", "chat", 10.0))]
+    code_a = speculative("a", "code", 2.0, 20.0, 1.0, speedup_vs_plain=2.0, identical_to_plain=True)
+    code_b = speculative("b", "code", 4.0, 40.0, 4.0, speedup_vs_plain=0.5, identical_to_plain=False)
+    chat = speculative("c", "chat", 2.0, 20.0, 2.0, speedup_vs_plain=None, identical_to_plain=True)
+    threshold = replace(code_a, num_assistant_tokens=None, setting="threshold=0.5")
+    orphan = speculative("z", "code", 2.0, 20.0, 1.0)  # no plain run of its prompt
+    rows = formula_by_task(plains + [code_a, code_b, chat, threshold, orphan])
+    assert [(row["setting"], row["task"]) for row in rows] == [("K=3", "code"), ("K=3", "chat")]
+    code, chat_row = rows
+    assert code["prompts"] == 2 and code["identical"] == "1/2"
+    assert code["tok/pass"] == 3.0  # the prefill step and the last (truncated) pass are not verification passes
+    acceptance = code["a (from tok/pass)"]
+    assert code["c"] == pytest.approx(3.0 / 30.0)  # median draft step / median verification pass
+    assert code["verify / plain"] == pytest.approx(30.0 / 20.0)  # median pass / median plain step
+    assert code["measured speed-up"] == pytest.approx((2.0 + 2.0) / (1.0 + 4.0))  # summed plain / summed times
+    assert code["predicted (Leviathan)"] == pytest.approx(predicted_speedup(acceptance, 3, 0.1))
+    assert code["predicted (step times)"] == pytest.approx(
+        predicted_speedup_with_step_times(acceptance, 3, 3.0, 20.0, 30.0))
+    assert code["measured / Leviathan"] == pytest.approx(code["measured speed-up"] / code["predicted (Leviathan)"])
+    assert code["measured / step times"] == pytest.approx(code["measured speed-up"] / code["predicted (step times)"])
+    assert chat_row["measured speed-up"] is None and chat_row["measured / Leviathan"] is None  # not comparable
 
 
 def _acceptance(record) -> float:

@@ -10,7 +10,11 @@ figures agree: every pipeline runs on OpenVINO GenAI's continuous-batching
 backend, warm-up first, repeats interleaved, medians kept, and a speed-up is
 printed only when a run generated as many tokens as plain decoding did.
 `identical` says whether the token ids equal plain decoding's (expect "yes"
-under --precision f32 with greedy decoding).
+under --precision f32 with greedy decoding). For speculative runs with a fixed
+K it also prints, per task, the measured speed-up beside Leviathan's prediction
+from the measured acceptance and cost ratio c, and beside the prediction from
+the measured step times (`utils.generation_reports.formula_by_task`). To compare
+drafts, run it once per `--draft` (or `--draft-dir`).
 
 It is a benchmark, not a test: numbers depend on the machine and on whatever
 else runs on it. Every setting is checked before any model is loaded.
@@ -32,7 +36,7 @@ from utils.pipelines import (PRECISIONS, SpeculationSetupError, check_draft_fold
                              check_single_thread_precision, load_pipeline)
 from utils.generation import (DecodingSettings, GenerationRecord, compare_with_plain, encode_prompt,
                               measure_side_by_side)
-from utils.generation_reports import format_table, summarise
+from utils.generation_reports import format_table, formula_by_task, summarise
 from utils.input_checks import (InputError, as_integer, check_device, check_prompt_fits, check_writable_file,
                                 context_length)
 from utils.prompts import LENGTHS, TASKS, Prompt, select_prompts
@@ -242,6 +246,17 @@ def summary_table(records: Sequence[GenerationRecord]) -> str:
     return text_table(rows)
 
 
+def formula_table(records: Sequence[GenerationRecord]) -> str | None:
+    """`formula_by_task` as a text table (None without speculative runs at a fixed K)."""
+    from utils.tables import text_table
+
+    rows = formula_by_task(records)
+    if not rows:
+        return None
+    return text_table([{key: round(value, 2) if isinstance(value, float) else ("-" if value is None else value)
+                        for key, value in row.items()} for row in rows])
+
+
 def best_lossless(summary_rows: Sequence[dict]) -> dict | None:
     """The fastest non-plain (mode, setting) of `summarise` rows whose every prompt matched plain, token for token.
 
@@ -275,6 +290,7 @@ def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationReco
         },
         "records": [record.as_dict() for record in records],
         "summary": summarise(records),
+        "formula": formula_by_task(records),
     }
     path.write_text(json.dumps(document, indent=1), encoding="utf-8")
 
@@ -297,6 +313,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(records))
     print()
     print(summary_table(records))
+    formula = formula_table(records)
+    if formula is not None:
+        print("\nThe formula beside the measurement, per task (utils.generation_reports.formula_by_task): a from the "
+              "tokens per main pass, c = draft step / verification pass, 'verify / plain' = what checking K+1 tokens "
+              "costs over one plain step, and the prediction with the three measured step times:")
+        print(formula)
+    print()
     print(best_lossless_line(records, sys.argv[1:] if argv is None else argv))
     print(f"\nload average {measurement_context()['load_average']}: timings are only comparable within this run.")
     if arguments.json is not None:

@@ -15,11 +15,12 @@ cut, with NNCF, in the same format as `optimum-cli ... --weight-format int4
 Status (2026-11-30): run end to end on the real pair (vocabulary 647 s, fp16 export 251 s / 1.2 GB,
 trim + NNCF 70 s -> 277 MB; shared 2-core machine, load 4-9). The trimmed draft loads in GenAI, its
 tokenizer passes the pair check and its output equals plain (`build` checks both: check_trimmed_draft). Teacher-forced
-on the pair_measure prompts it is ~15% cheaper per step than the int4 --all-layers draft, but 12% of the
+on 2 prompts per task it is ~15% cheaper per step than the int4 --all-layers draft, but 12% of the
 main's answer tokens (' Fibonacci', ' price', ' sky') are outside the 23,281 kept ids, so acceptance
 drops (code 0.87 vs 0.89, input-grounded 0.79 vs 0.88, chat 0.52 vs 0.61) and the predicted speed-up
-does not improve. Measured in OpenVINO GenAI on the 3 code prompts (pair_measure, f32, 64 tokens, K=2-5,
-2026-11-30 evening, a machine where the main takes ~150 ms/token): c 0.27 against 0.34 for int4 --all-layers,
+does not improve. Measured in OpenVINO GenAI on the 3 code prompts (f32, 64 tokens, K=2-5, with the former
+utils.pair_measure, whose c was each draft's plain time per token over the main's; its per-task table is now
+`python -m utils.benchmark --draft-dir ...`; 2026-11-30 evening, a machine where the main takes ~150 ms/token): c 0.27 against 0.34 for int4 --all-layers,
 speed-up 1.03-1.14x against 0.98-1.16x; at K=2-4 one of the 3 prompts was not reported identical to plain
 (an output or a repeat differed; not yet investigated, so do not use this draft for claims). Keeping more ids
 (e.g. every id below 50,000 plus the recorded ones) is the next try. The trimmed draft is not in the catalogue.

@@ -103,6 +103,23 @@ def cost_ratio(draft_step: float, main_step: float) -> float:
     return draft_step / main_step
 
 
+def verification_pass_ms(main_metrics: dict) -> float | None:
+    """Mean time of one main-model verification pass of a speculative run, from GenAI's per-model metrics.
+
+    The main model's inference time without its first pass (the prompt's prefill, whose duration GenAI reports as
+    that model's time to first token) over the remaining passes: a long prompt's prefill would otherwise count as
+    verification. None with fewer than two passes.
+    """
+    if main_metrics["passes"] < 2:
+        return None
+    return (main_metrics["inference_ms"] - main_metrics["ttft_ms"]) / (main_metrics["passes"] - 1)
+
+
+def draft_step_ms(draft_metrics: dict) -> float | None:
+    """Mean time of one draft-model pass of a speculative run (GenAI's per-model inference time over its passes)."""
+    return draft_metrics["inference_ms"] / draft_metrics["passes"] if draft_metrics["passes"] else None
+
+
 def verification_cost(verify_step: float, plain_step: float) -> float:
     """One main-model pass over K + 1 tokens relative to one over a single token (1.0 = free extra tokens)."""
     if plain_step <= 0 or verify_step < 0:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from utils import decoding_metrics
@@ -252,6 +252,12 @@ class GenerationRecord:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GenerationRecord:
+        """A record back from `as_dict` (e.g. a benchmark's --json); keys it does not know are ignored."""
+        names = {item.name for item in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
 
     @property
     def stack(self) -> str:

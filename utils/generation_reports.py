@@ -85,8 +85,9 @@ def format_table(records: Sequence[GenerationRecord]) -> str:
 def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
     """Per speculative record: passes, acceptance, per-pass costs of draft and main, and Leviathan's prediction.
 
-    cost ratio c = draft time per pass / main time per pass (from GenAI's
-    per-model inference durations of this run; `utils.decoding_metrics.cost_ratio`).
+    cost ratio c = draft time per pass / main time per verification pass (from GenAI's
+    per-model inference durations of this run, the prefill left out:
+    `utils.decoding_metrics.verification_pass_ms`, `draft_step_ms`, `cost_ratio`).
     With a fixed K, the per-token acceptance `a` that explains the measured
     tokens per main pass is recovered, and `predicted_speedup(a, K, c)` is shown
     next to the measured speed-up; the formula assumes a verification pass
@@ -98,8 +99,10 @@ def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
     for record in records:
         if record.main_model_metrics is None or record.draft_model_metrics is None or not record.main_passes:
             continue
-        main_ms = record.main_model_metrics["inference_ms"] / max(record.main_model_metrics["passes"], 1)
-        draft_ms = record.draft_model_metrics["inference_ms"] / max(record.draft_model_metrics["passes"], 1)
+        main_ms = decoding_metrics.verification_pass_ms(record.main_model_metrics)
+        draft_ms = decoding_metrics.draft_step_ms(record.draft_model_metrics)
+        if main_ms is None or draft_ms is None:
+            continue
         cost_ratio = decoding_metrics.cost_ratio(draft_ms, main_ms) if main_ms > 0 else None
         k = record.num_assistant_tokens
         predicted = per_token_acceptance = None
@@ -130,7 +133,7 @@ def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
 
     The formula takes one main pass (K+1 tokens) to cost one plain step. Here the plain step is the plain run's
     time per token on the same prompt (`tpot_ms`), the main pass and the draft step are the speculative run's
-    per-pass means (prefill included, as in `speculation_breakdown`). "predicted (step times)" puts the three
+    per-pass means (the prefill left out, as in `speculation_breakdown`). "predicted (step times)" puts the three
     measured times into `predicted_speedup_with_step_times`; "verify / plain" is
     `decoding_metrics.verification_cost` (1.0 = the wider pass is free).
     """
@@ -184,3 +187,55 @@ def describe_divergence(plain: GenerationRecord, other: GenerationRecord, tokeni
             f"  shared   ...{shared!r}\n"
             f"  plain        -> {text(plain.token_ids[position:position + context_tokens])!r}\n"
             f"  {other.mode:<12} -> {text(other.token_ids[position:position + context_tokens])!r}")
+
+
+def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
+    """Per (setting, task) of speculative runs with a fixed K: the measured speed-up beside the formula's.
+
+    The per-record figures of `verification_gap` pooled over a task's prompts: tokens per main pass pooled
+    (`decoding_metrics.pooled_tokens_per_main_pass`), the acceptance a that explains it, the median draft step,
+    verification pass and plain step, c = draft step / verification pass (as in `speculation_breakdown`),
+    Leviathan's prediction from a and c, the prediction from the three step times, the measured speed-up
+    (total plain time / total speculative time over prompts with as many tokens as plain) and its ratio to each
+    prediction (both runs' prefill is in the measurement, not in the predictions). Needs compared
+    records carrying GenAI's per-model metrics; threshold runs (no fixed K) are left out.
+    """
+    import statistics
+
+    from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
+
+    plain_ms = {record.prompt_id: record.tpot_ms for record in records
+                if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
+    groups: dict[tuple[str, str], list[tuple[GenerationRecord, dict]]] = {}
+    for record in records:
+        breakdown = speculation_breakdown([record]) if record.num_assistant_tokens else []
+        if breakdown and record.prompt_id in plain_ms and record.mode == "speculative":
+            groups.setdefault((record.setting, record.task), []).append((record, breakdown[0]))
+    rows = []
+    for (setting, task), group in groups.items():
+        k = group[0][0].num_assistant_tokens
+        tokens_per_pass = decoding_metrics.pooled_tokens_per_main_pass([record.tokens_per_step for record, _ in group])
+        if tokens_per_pass is None:
+            continue
+        acceptance = decoding_metrics.per_token_acceptance(tokens_per_pass, k)
+        draft_ms = statistics.median(row["draft ms/pass"] for _, row in group)
+        verify_ms = statistics.median(row["main ms/pass"] for _, row in group)
+        plain_step = statistics.median(plain_ms[record.prompt_id] for record, _ in group)
+        comparable = [record for record, _ in group if record.speedup_vs_plain is not None]
+        spec_time = sum(record.wall_seconds for record in comparable)
+        measured = (sum(record.wall_seconds * record.speedup_vs_plain for record in comparable) / spec_time
+                    if comparable and spec_time > 0 else None)
+        leviathan = predicted_speedup(acceptance, k, decoding_metrics.cost_ratio(draft_ms, verify_ms))
+        step_times = predicted_speedup_with_step_times(acceptance, k, draft_ms, plain_step, verify_ms)
+        rows.append({
+            "setting": setting, "task": task, "prompts": len(group),
+            "identical": f"{sum(bool(record.identical_to_plain) for record, _ in group)}/{len(group)}",
+            "tok/pass": tokens_per_pass, "a (from tok/pass)": acceptance,
+            "c": decoding_metrics.cost_ratio(draft_ms, verify_ms),
+            "verify / plain": decoding_metrics.verification_cost(verify_ms, plain_step),
+            "measured speed-up": measured, "predicted (Leviathan)": leviathan,
+            "predicted (step times)": step_times,
+            "measured / Leviathan": measured / leviathan if measured is not None else None,
+            "measured / step times": measured / step_times if measured is not None else None,
+        })
+    return rows

@@ -108,12 +108,12 @@ def pipeline_step_costs(results: dict) -> list[dict]:
     """Inside each speculative run: a verify pass and a draft pass, relative to one plain decode step.
 
     From OpenVINO GenAI's per-model metrics of the speculative run (wall times of
-    that run): verify pass = (main inference time - its time to first token) /
-    (main passes - 1); draft pass = draft inference time / draft passes. Both are
+    that run): `decoding_metrics.verification_pass_ms` (the prefill left out) and
+    `decoding_metrics.draft_step_ms`. Both are
     divided by the plain run's time per output token on the same prompt.
     Leviathan's formula assumes 1 and c for these two (`utils.decoding_metrics`).
     """
-    from utils.decoding_metrics import cost_ratio, verification_cost
+    from utils.decoding_metrics import cost_ratio, draft_step_ms, verification_cost, verification_pass_ms
 
     plain = {record["prompt_id"]: record for record in results["records"] if record["mode"] == "plain"}
     rows = []
@@ -122,8 +122,7 @@ def pipeline_step_costs(results: dict) -> list[dict]:
         reference = plain.get(record["prompt_id"], {}).get("tpot_ms")
         if record["mode"] != "speculative" or not main or not draft or not reference or main["passes"] < 2:
             continue
-        verify_ms = (main["inference_ms"] - main["ttft_ms"]) / (main["passes"] - 1)
-        draft_ms = draft["inference_ms"] / draft["passes"]
+        verify_ms, draft_ms = verification_pass_ms(main), draft_step_ms(draft)
         rows.append({
             "backend": "OpenVINO GenAI",
             "draft": f"{record['draft']} copy",

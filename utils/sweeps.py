@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from utils import decoding_metrics
@@ -148,17 +148,12 @@ FULL_GRID = TuningGrid(
 # --------------------------------------------------------------------------- results
 
 
-def _record_from_dict(data: dict) -> GenerationRecord:
-    names = {f.name for f in fields(GenerationRecord)}
-    return GenerationRecord(**{key: value for key, value in data.items() if key in names})
-
-
 def _records_or_none(stored: Any) -> list[GenerationRecord] | None:
     """Records from a cache entry, or None if there is none or it was written by an incompatible version."""
     if stored is None:
         return None
     try:
-        return [_record_from_dict(data) for data in stored]
+        return [GenerationRecord.from_dict(data) for data in stored]
     except (TypeError, AttributeError):
         return None
 
@@ -193,8 +188,8 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     steps = [step for run in runs for step in decoding_metrics.verification_steps(run)]
     tokens_per_pass = decoding_metrics.pooled_tokens_per_main_pass(runs)
     per_token = decoding_metrics.per_token_acceptance(tokens_per_pass, draft_length) if draft_length else None
-    main_ms = [record.main_model_metrics["inference_ms"] / record.main_model_metrics["passes"]
-               for record in records if record.main_model_metrics and record.main_model_metrics.get("passes")]
+    main_ms = [decoding_metrics.verification_pass_ms(record.main_model_metrics) for record in records
+               if record.main_model_metrics and record.main_model_metrics.get("passes", 0) >= 2]
     return {
         "prompts": len(records),
         "comparable_prompts": len(comparable),
