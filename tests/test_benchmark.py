@@ -157,6 +157,7 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     records = document["records"]
     assert [record["mode"] for record in records] == ["plain", "speculative", "prompt_lookup"]
     assert document["plan"]["precision"] == "f32" and document["machine"]["cpu_count"]
+    assert "AVX512_VNNI" in document["machine"]["cpu"]["features"]  # what decides int4 speed and exactness
     plain = records[0]
     for record in records:
         assert record["prompt_id"] == plain["prompt_id"] and record["precision"] == "f32"

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from utils.pipelines import (DEFAULT_MAX_NGRAM_SIZE, DEFAULT_NUM_ASSISTANT_TOKENS, SpeculationSetupError,
-                             check_draft_folder, device_properties, load_pipeline)
+                             check_draft_folder, device_properties, load_pipeline,
+                             main_model_properties)
 from utils.generation import (DecodingSettings, GenerationRecord, compare_with_plain, measure_runners,
                               measure_side_by_side, median_of_runs, run_prompt)
 from utils.generation_reports import format_table, summarise
@@ -116,6 +117,11 @@ def test_generation_config_carries_the_settings() -> None:
 def test_device_properties() -> None:
     assert device_properties(None) == {} and device_properties("default") == {}
     assert device_properties("f32") == {"INFERENCE_PRECISION_HINT": "f32"}
+    # the main model under f32 computes exactly: no on-the-fly int8 activations and no u8/f16 KV cache, whose
+    # rounding depends on the pass width (a verification pass over K+1 tokens against a plain step over one)
+    assert main_model_properties("f32", 2) == {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 2,
+                                               "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0, "KV_CACHE_PRECISION": "f32"}
+    assert main_model_properties("default") == {} and main_model_properties("bf16") == device_properties("bf16")
     assert device_properties("f32", threads=1) == {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
     assert device_properties("bf16") == {"INFERENCE_PRECISION_HINT": "bf16"}  # sweeps compare draft precisions
     with pytest.raises(SpeculationSetupError, match="precision"):

@@ -213,6 +213,8 @@ def measurement_context() -> dict:
     """Where and when the numbers were taken (they only hold for that machine and load)."""
     import importlib.metadata
 
+    from utils.environment_report import cpu_features
+
     try:
         genai_version = importlib.metadata.version("openvino-genai")
     except importlib.metadata.PackageNotFoundError:
@@ -224,6 +226,7 @@ def measurement_context() -> dict:
         "cpu_count": os.cpu_count(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "openvino_genai": genai_version,
+        "cpu": cpu_features(),  # VNNI/AMX decide int4 speed, and (f32 aside) whether outputs stay exact
     }
 
 

@@ -26,7 +26,8 @@ ISA_FEATURES = {
 ISA_MEANING = {
     "AVX2": "baseline for OpenVINO's fast CPU kernels",
     "AVX-512 (F)": "wider vectors: faster fp32/int8 matrix work",
-    "AVX512_VNNI": "fast int8 dot products (int8/int4 weights)",
+    "AVX512_VNNI": "fast int8 dot products (int8/int4 weights, with activations quantised on the fly: "
+                   "speculative output can drift from plain unless that is off, as precision='f32' does)",
     "AVX512_BF16": "OpenVINO defaults to bf16 inference: outputs may differ from f32",
     "AMX (tile)": "matrix tiles (Sapphire Rapids+): large bf16/int8 speed-ups",
     "AMX_BF16": "bf16 matrix tiles",

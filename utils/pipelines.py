@@ -91,6 +91,30 @@ def device_properties(precision: str | None, threads: int | None = None) -> dict
     return properties
 
 
+# What INFERENCE_PRECISION_HINT=f32 leaves inexact on a CPU, and why it matters for speculation: both roundings
+# depend on how many tokens a pass carries, so a verification pass over K+1 tokens can pick another token than a
+# plain step over one.
+# - Dynamic quantisation: on CPUs with int8 dot-product instructions (VNNI, AMX), int4/int8 weights multiply
+#   activations quantised to int8 on the fly (DYNAMIC_QUANTIZATION_GROUP_SIZE). Seen on a 2-core AVX-512 VNNI
+#   machine: the Qwen2.5-Coder pair's "ground-dates" prompt at K=4 left plain decoding at token 5.
+# - The KV cache, kept in u8 or f16 by default: a pass reads the tokens it has just computed at full precision, a
+#   later step reads them back from the cache. Seen on the same machine: prompt lookup on "code-fibonacci" left
+#   plain decoding at token 45 with dynamic quantisation already off.
+# With both off, every output of those runs equalled plain decoding again.
+EXACT_MAIN_PROPERTIES: dict[str, Any] = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": 0, "KV_CACHE_PRECISION": "f32"}
+
+
+def main_model_properties(precision: str | None, threads: int | None = None) -> dict[str, Any]:
+    """`device_properties` for the main model; "f32" also makes it exact (`EXACT_MAIN_PROPERTIES`: no dynamic
+    quantisation, an f32 KV cache).
+
+    Only the main model decides the output, so only its computation must not depend on the pass width for
+    speculative output to equal plain output token for token. The draft keeps the device's fast path.
+    """
+    properties = device_properties(precision, threads)
+    return {**properties, **EXACT_MAIN_PROPERTIES} if precision == "f32" else properties
+
+
 def make_scheduler_config(cache_size_gb: int = 0, max_num_batched_tokens: int | None = None) -> Any:
     """A `SchedulerConfig` for the continuous-batching backend.
 
@@ -171,9 +195,9 @@ def load_pipeline(
     speculative:    LLMPipeline(main, device, scheduler_config=..., draft_model=draft_model(draft, device, **props), **props)
     prompt_lookup:  LLMPipeline(main, device, scheduler_config=..., prompt_lookup=True, **props)
 
-    `props` comes from `device_properties(precision, threads)` and is applied to
-    main and draft alike, unless `draft_precision` gives the draft another one
-    (None = the main model's). ``backend="stateful"`` (plain only) omits the scheduler config;
+    `props` comes from `main_model_properties(precision, threads)` for the main model (with "f32": exact f32,
+    no dynamic quantisation, an f32 KV cache) and from `device_properties` for the draft, with `draft_precision` if given
+    (None = the main model's precision). ``backend="stateful"`` (plain only) omits the scheduler config;
     `cache_size_gb` and `max_num_batched_tokens` go into it (`make_scheduler_config`).
     """
     if mode not in MODES:
@@ -190,8 +214,8 @@ def load_pipeline(
     if threads is not None:
         threads = as_integer(threads, "threads", minimum=1, advice="Use None for all cores.",
                              error=SpeculationSetupError)
-    properties = device_properties(precision, threads)
-    draft_properties = properties if draft_precision is None else device_properties(draft_precision, threads)
+    properties = main_model_properties(precision, threads)
+    draft_properties = device_properties(precision if draft_precision is None else draft_precision, threads)
     check_single_thread_precision(device, draft_device, precision, threads)
     main_path = check_main_folder(main_dir)
     draft_path: Path | None = None

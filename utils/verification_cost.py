@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.decoding_metrics import verification_cost
-from utils.pipelines import check_main_folder, device_properties
+from utils.pipelines import check_main_folder, main_model_properties
 
 DEFAULT_TOKEN_COUNTS = tuple(range(1, 12))  # K = 0..10 proposals, plus the token they follow
 
@@ -62,10 +62,8 @@ def compile_stateful_model(model_dir: Path | str, device: str = "CPU", precision
                            extra_properties: dict[str, str] | None = None) -> Any:
     """Compile the folder's openvino_model.xml for `device` with the project's precision properties.
 
-    Note: on CPU, INFERENCE_PRECISION_HINT=f32 alone still leaves the plugin's
-    own KV-cache precision (u8 or f16 here) and, for int4/int8 weights, dynamic
-    quantisation of activations; pass ``{"KV_CACHE_PRECISION": "f32",
-    "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}`` as extra_properties for exact f32.
+    Note: precision "f32" gets the main model's exact properties, as in the pipelines
+    (`utils.pipelines.main_model_properties`: no dynamic quantisation of activations, an f32 KV cache).
     """
     import openvino as ov
 
@@ -73,7 +71,7 @@ def compile_stateful_model(model_dir: Path | str, device: str = "CPU", precision
     if folder.suffix.lower() == ".gguf":
         raise ValueError(f"{folder} is a GGUF file; time an OpenVINO export of the model instead.")
     core = ov.Core()
-    properties = {**device_properties(precision), **(extra_properties or {})}
+    properties = {**main_model_properties(precision), **(extra_properties or {})}
     return core.compile_model(str(folder / "openvino_model.xml"), device, properties)
 
 
