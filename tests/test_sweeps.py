@@ -180,6 +180,10 @@ def test_cache_key_covers_what_changes_a_measurement(fake_pair: ModelPair, monke
             draft_variant="int8")), PROMPTS, 1, 2),
     ]
     assert len({digest(key) for key in variations} | {digest(base)}) == len(variations) + 1
+    # what the main model's "f32" means (its exact properties) is part of the key: a change invalidates old points
+    monkeypatch.setattr(sweeps, "main_model_properties", lambda precision: {"KV_CACHE_PRECISION": "u8"})
+    assert digest(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2)) != digest(base)
+    monkeypatch.undo()
     monkeypatch.setattr(sweeps, "measured_versions", lambda: {"openvino": "0.0"})
     assert digest(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2)) != digest(base)
 

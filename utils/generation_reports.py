@@ -128,6 +128,12 @@ def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
     return rows
 
 
+def _plain_step_ms(records: Sequence[GenerationRecord]) -> dict[str, float]:
+    """Per prompt, the OpenVINO GenAI plain run's time per output token (the formula's plain step)."""
+    return {record.prompt_id: record.tpot_ms for record in records
+            if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
+
+
 def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
     """Per speculative record: why the measured speed-up differs from Leviathan's prediction.
 
@@ -139,8 +145,7 @@ def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
     """
     from utils.speedup_model import predicted_speedup_with_step_times
 
-    plain_ms = {record.prompt_id: record.tpot_ms for record in records
-                if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
+    plain_ms = _plain_step_ms(records)
     rows = []
     for record in records:
         breakdown = speculation_breakdown([record])  # empty unless the record carries both models' metrics
@@ -204,8 +209,7 @@ def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
 
     from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
-    plain_ms = {record.prompt_id: record.tpot_ms for record in records
-                if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
+    plain_ms = _plain_step_ms(records)
     groups: dict[tuple[str, str], list[tuple[GenerationRecord, dict]]] = {}
     for record in records:
         breakdown = speculation_breakdown([record]) if record.num_assistant_tokens else []
@@ -225,13 +229,14 @@ def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
         spec_time = sum(record.wall_seconds for record in comparable)
         measured = (sum(record.wall_seconds * record.speedup_vs_plain for record in comparable) / spec_time
                     if comparable and spec_time > 0 else None)
-        leviathan = predicted_speedup(acceptance, k, decoding_metrics.cost_ratio(draft_ms, verify_ms))
+        cost_ratio = decoding_metrics.cost_ratio(draft_ms, verify_ms)
+        leviathan = predicted_speedup(acceptance, k, cost_ratio)
         step_times = predicted_speedup_with_step_times(acceptance, k, draft_ms, plain_step, verify_ms)
         rows.append({
             "setting": setting, "task": task, "prompts": len(group),
             "identical": f"{sum(bool(record.identical_to_plain) for record, _ in group)}/{len(group)}",
             "tok/pass": tokens_per_pass, "a (from tok/pass)": acceptance,
-            "c": decoding_metrics.cost_ratio(draft_ms, verify_ms),
+            "c": cost_ratio,
             "verify / plain": decoding_metrics.verification_cost(verify_ms, plain_step),
             "measured speed-up": measured, "predicted (Leviathan)": leviathan,
             "predicted (step times)": step_times,

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from utils import decoding_metrics
-from utils.pipelines import check_draft_folder, check_main_folder
+from utils.pipelines import check_draft_folder, check_main_folder, main_model_properties
 from utils.generation import DecodingSettings, GenerationRecord, compare_with_plain, measure_side_by_side
 from utils.model_catalogue import ModelPair
 from utils.pipeline_pool import PipelinePool, PipelineSpec
@@ -188,8 +188,8 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     steps = [step for run in runs for step in decoding_metrics.verification_steps(run)]
     tokens_per_pass = decoding_metrics.pooled_tokens_per_main_pass(runs)
     per_token = decoding_metrics.per_token_acceptance(tokens_per_pass, draft_length) if draft_length else None
-    main_ms = [decoding_metrics.verification_pass_ms(record.main_model_metrics) for record in records
-               if record.main_model_metrics and record.main_model_metrics.get("passes", 0) >= 2]
+    main_ms = [ms for ms in (decoding_metrics.verification_pass_ms(record.main_model_metrics)
+                             for record in records if record.main_model_metrics) if ms is not None]
     return {
         "prompts": len(records),
         "comparable_prompts": len(comparable),
@@ -294,6 +294,7 @@ def point_cache_key(pair: ModelPair, device: str, point: SweepPoint, prompts: Se
         "draft": [draft.folder_name, model_fingerprint(draft.path)] if draft else None,
         "device": device,
         "pipeline": asdict(point.pipeline),
+        "main_properties": main_model_properties(point.pipeline.main_precision),  # what "f32" means changed once
         "settings": asdict(point.settings),
         "prompts": _prompt_key(prompts),
         "warmup": warmup,
@@ -475,7 +476,7 @@ def cached_pair_step_times(pair: ModelPair, device: str = "CPU", *, draft_varian
     key = {"kind": "steps", "main": [pair.main.folder_name, model_fingerprint(pair.main.path)],
            "draft": [draft.folder_name, model_fingerprint(draft.path)], "device": device, "tokens": counts,
            "context": context_tokens, "repeats": repeats, "precisions": [main_precision, draft_precision],
-           "versions": measured_versions()}
+           "main_properties": main_model_properties(main_precision), "versions": measured_versions()}
 
     def measure() -> dict:
         main_steps, draft_step = measure_pair_step_times(
