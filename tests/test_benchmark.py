@@ -43,6 +43,25 @@ def test_default_plan_on_the_offline_pair(offline_pair) -> None:
     assert [settings.label for settings in dynamic.settings] == ["greedy", "threshold=0.3", "threshold=0.6"]
     lookup_only = plan("--modes", "plain", "prompt_lookup")
     assert lookup_only.draft_dir is None
+    assert default.draft_precision is None  # the draft runs at the main model's precision
+    assert plan("--precision", "f32", "--draft-precision", "bf16").draft_precision == "bf16"
+
+
+def test_the_draft_precision_reaches_the_speculative_pipeline_only(offline_pair, monkeypatch) -> None:
+    loaded = {}
+
+    def record_load(mode, main_dir, device, **options):
+        loaded[mode] = options
+        raise StopIteration  # enough: nothing is measured
+
+    monkeypatch.setattr(benchmark, "load_pipeline", record_load)
+    checked = plan("--precision", "f32", "--draft-precision", "bf16", "--modes", "speculative", "plain")
+    for mode in ("plain", "speculative"):
+        with pytest.raises(StopIteration):
+            benchmark.run_benchmark(benchmark.BenchmarkPlan(**{**vars(checked), "settings": [
+                settings for settings in checked.settings if settings.mode == mode]}))
+    assert loaded["speculative"]["draft_precision"] == "bf16" and loaded["speculative"]["precision"] == "f32"
+    assert loaded["plain"]["draft_precision"] is None and loaded["plain"]["precision"] == "f32"
 
 
 @pytest.fixture
@@ -69,6 +88,8 @@ def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     (["--threshold", "0.4", "--modes", "plain", "prompt_lookup"], SpeculationSetupError,
      "--threshold only apply to speculative decoding.*add speculative to --modes"),
     (["-k", "2", "--modes", "plain"], SpeculationSetupError, "-k only apply to speculative"),
+    (["--draft-precision", "bf16", "--modes", "plain", "prompt_lookup"], SpeculationSetupError,
+     "--draft-precision only apply to speculative"),
     (["--ngram", "2", "--lookup-k", "4", "--modes", "plain", "speculative"], SpeculationSetupError,
      "--lookup-k and --ngram only apply to prompt_lookup"),
     (["--max-new-tokens", "9000"], InputError, "leaves no room for a prompt in the 8192-token context"),
@@ -157,6 +178,7 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     records = document["records"]
     assert [record["mode"] for record in records] == ["plain", "speculative", "prompt_lookup"]
     assert document["plan"]["precision"] == "f32" and document["machine"]["cpu_count"]
+    assert document["plan"]["draft_precision"] is None
     assert "AVX512_VNNI" in document["machine"]["cpu"]["features"]  # what decides int4 speed and exactness
     plain = records[0]
     for record in records:

@@ -4,6 +4,7 @@
     python -m utils.benchmark --draft int8 --precision f32 -k 2 4
     python -m utils.benchmark --threshold 0.3 0.6 --tasks code chat --json build/bench.json
     python -m utils.benchmark --main-dir models/x-ov --draft-dir models/y-ov   # any two folders
+    python -m utils.benchmark --pair qwen2.5-coder --precision f32 --draft-precision bf16   # exact main, fast draft
 
 It uses the same functions as notebooks 02 and 03 (`utils.generation`), so the
 figures agree: every pipeline runs on OpenVINO GenAI's continuous-batching
@@ -14,7 +15,10 @@ under --precision f32 with greedy decoding). For speculative runs with a fixed
 K it also prints, per task, the measured speed-up beside Leviathan's prediction
 from the measured acceptance and cost ratio c, and beside the prediction from
 the measured step times (`utils.generation_reports.formula_by_task`). To compare
-drafts, run it once per `--draft` (or `--draft-dir`).
+drafts, run it once per `--draft` (or `--draft-dir`). `--draft-precision` runs
+the draft at another inference precision than the main model: only the main
+model decides the output, so a bf16 draft keeps an f32 run lossless and only
+changes how often, and how cheaply, the draft is right.
 
 It is a benchmark, not a test: numbers depend on the machine and on whatever
 else runs on it. Every setting is checked before any model is loaded.
@@ -32,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from utils import decoding_metrics
-from utils.pipelines import (PRECISIONS, SpeculationSetupError, check_draft_folder, check_main_folder,
-                             check_single_thread_precision, load_pipeline)
+from utils.pipelines import (INFERENCE_PRECISIONS, PRECISIONS, SpeculationSetupError, check_draft_folder,
+                             check_main_folder, check_single_thread_precision, load_pipeline)
 from utils.generation import (DecodingSettings, GenerationRecord, compare_with_plain, encode_prompt,
                               measure_side_by_side)
 from utils.generation_reports import format_table, formula_by_task, summarise
@@ -58,6 +62,7 @@ class BenchmarkPlan:
     warmup: int
     repeats: int
     threads: int | None
+    draft_precision: str | None = None  # None: the main model's precision
     description: dict = field(default_factory=dict)
 
 
@@ -78,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--precision", choices=PRECISIONS, default="default",
                         help="f32 sets INFERENCE_PRECISION_HINT=f32 on main and draft; default keeps the device's "
                              "choice (bf16 on CPUs with AVX512_BF16/AMX)")
+    models.add_argument("--draft-precision", choices=INFERENCE_PRECISIONS, default=None,
+                        help="the draft's inference precision (default: the same as --precision); the output "
+                             "depends on the main model only, so a bf16 draft keeps an f32 run exact")
     models.add_argument("--threads", type=int, default=None, help="CPU inference threads (default: all cores)")
     decoding = parser.add_argument_group("decoding")
     decoding.add_argument("--modes", nargs="+", choices=MODES_ORDER, default=list(MODES_ORDER))
@@ -120,7 +128,8 @@ def _speculative_settings(arguments: argparse.Namespace) -> list[DecodingSetting
 
 def _refuse_ignored_options(arguments: argparse.Namespace) -> None:
     """A speculation option for a mode that does not run would be silently ignored: refuse it."""
-    ignored = {"speculative": [("-k", arguments.num_assistant_tokens), ("--threshold", arguments.threshold)],
+    ignored = {"speculative": [("-k", arguments.num_assistant_tokens), ("--threshold", arguments.threshold),
+                               ("--draft-precision", arguments.draft_precision)],
                "prompt_lookup": [("--lookup-k", arguments.lookup_k), ("--ngram", arguments.ngram)]}
     for mode, options in ignored.items():
         given = [option for option, value in options if value is not None]
@@ -154,7 +163,9 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
         check_writable_file(arguments.json, "--json")
     device = check_device(arguments.device, name="--device")
     prompts = select_prompts(arguments.tasks, arguments.length, arguments.per_task)
-    check_single_thread_precision(device, None, arguments.precision, arguments.threads)
+    for precision in (arguments.precision, arguments.draft_precision):
+        if precision is not None:
+            check_single_thread_precision(device, None, precision, arguments.threads)
 
     description = {"pair": arguments.pair, "draft_variant": arguments.draft}
     if arguments.main_dir is not None:
@@ -181,7 +192,8 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
             raise SpeculationSetupError("With --main-dir, give --draft-dir too (or leave speculative out of --modes).")
         draft_dir = check_draft_folder(draft_dir, main_dir)
     return BenchmarkPlan(main_dir=main_dir, draft_dir=draft_dir, device=device,
-                         precision=arguments.precision, settings=settings, prompts=prompts,
+                         precision=arguments.precision, draft_precision=arguments.draft_precision,
+                         settings=settings, prompts=prompts,
                          warmup=arguments.warmup, repeats=arguments.repeats, threads=arguments.threads,
                          description=description)
 
@@ -192,6 +204,7 @@ def run_benchmark(plan: BenchmarkPlan, progress=None) -> list[GenerationRecord]:
     for mode in dict.fromkeys(settings.mode for settings in plan.settings):
         pipelines[mode] = load_pipeline(mode, plan.main_dir, plan.device, precision=plan.precision,
                                         draft_dir=plan.draft_dir if mode == "speculative" else None,
+                                        draft_precision=plan.draft_precision if mode == "speculative" else None,
                                         threads=plan.threads)
     check_prompts_fit(plan, next(iter(pipelines.values())).tokenizer)
     candidates = [(pipelines[settings.mode], settings) for settings in plan.settings]
@@ -287,7 +300,8 @@ def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationReco
         "machine": measurement_context(),
         "plan": {
             "main_dir": str(plan.main_dir), "draft_dir": str(plan.draft_dir) if plan.draft_dir else None,
-            "device": plan.device, "precision": plan.precision, "warmup": plan.warmup, "repeats": plan.repeats,
+            "device": plan.device, "precision": plan.precision, "draft_precision": plan.draft_precision,
+            "warmup": plan.warmup, "repeats": plan.repeats,
             "threads": plan.threads, "settings": [settings.label for settings in plan.settings],
             "prompts": [prompt.id for prompt in plan.prompts], **plan.description,
         },
@@ -306,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, KeyError) as error:
         parser.error(str(error))
     draft = f", draft {plan.draft_dir.name}" if plan.draft_dir else ""
+    if plan.draft_dir and plan.draft_precision is not None:
+        draft += f" at {plan.draft_precision}"
     print(f"main {plan.main_dir.name}{draft} on {plan.device}, precision {plan.precision}; "
           f"{len(plan.prompts)} prompts x {len(plan.settings)} settings, warm-up {plan.warmup}, "
           f"repeats {plan.repeats}, max_new_tokens {arguments.max_new_tokens}", flush=True)
