@@ -523,6 +523,9 @@ def test_formula_by_task_pools_a_task_and_leaves_out_what_it_cannot_predict() ->
     assert code["predicted (Leviathan)"] == pytest.approx(predicted_speedup(acceptance, 3, 0.1))
     assert code["predicted (step times)"] == pytest.approx(
         predicted_speedup_with_step_times(acceptance, 3, 3.0, 20.0, 30.0))
+    # the ceiling a free draft would reach: the verification pass alone against the plain steps it replaces
+    assert code["predicted, free draft"] == pytest.approx(code["tok/pass"] * 20.0 / 30.0)
+    assert code["predicted, free draft"] > code["predicted (step times)"]
     assert code["measured / Leviathan"] == pytest.approx(code["measured speed-up"] / code["predicted (Leviathan)"])
     assert code["measured / step times"] == pytest.approx(code["measured speed-up"] / code["predicted (step times)"])
     assert chat_row["measured speed-up"] is None and chat_row["measured / Leviathan"] is None  # not comparable

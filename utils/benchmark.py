@@ -336,7 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if formula is not None:
         print("\nThe formula beside the measurement, per task (utils.generation_reports.formula_by_task): a from the "
               "tokens per main pass, c = draft step / verification pass, 'verify / plain' = what checking K+1 tokens "
-              "costs over one plain step, and the prediction with the three measured step times:")
+              "costs over one plain step, the prediction with the three measured step times, and the same with a "
+              "draft that costs nothing (the ceiling the verification pass leaves):")
         print(formula)
     print()
     print(best_lossless_line(records, sys.argv[1:] if argv is None else argv))

@@ -200,7 +200,8 @@ def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
     The per-record figures of `verification_gap` pooled over a task's prompts: tokens per main pass pooled
     (`decoding_metrics.pooled_tokens_per_main_pass`), the acceptance a that explains it, the median draft step,
     verification pass and plain step, c = draft step / verification pass (as in `speculation_breakdown`),
-    Leviathan's prediction from a and c, the prediction from the three step times, the measured speed-up
+    Leviathan's prediction from a and c, the prediction from the three step times, the same with a draft that
+    costs nothing (the ceiling the verification pass leaves, whatever draft is found), the measured speed-up
     (total plain time / total speculative time over prompts with as many tokens as plain) and its ratio to each
     prediction (both runs' prefill is in the measurement, not in the predictions). Needs compared
     records carrying GenAI's per-model metrics; threshold runs (no fixed K) are left out.
@@ -240,6 +241,7 @@ def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
             "verify / plain": decoding_metrics.verification_cost(verify_ms, plain_step),
             "measured speed-up": measured, "predicted (Leviathan)": leviathan,
             "predicted (step times)": step_times,
+            "predicted, free draft": predicted_speedup_with_step_times(acceptance, k, 0.0, plain_step, verify_ms),
             "measured / Leviathan": measured / leviathan if measured is not None else None,
             "measured / step times": measured / step_times if measured is not None else None,
         })
