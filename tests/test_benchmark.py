@@ -48,6 +48,8 @@ def test_default_plan_on_the_offline_pair(offline_pair) -> None:
 
 
 def test_the_draft_precision_reaches_the_speculative_pipeline_only(offline_pair, monkeypatch) -> None:
+    from dataclasses import replace
+
     loaded = {}
 
     def record_load(mode, main_dir, device, **options):
@@ -58,8 +60,8 @@ def test_the_draft_precision_reaches_the_speculative_pipeline_only(offline_pair,
     checked = plan("--precision", "f32", "--draft-precision", "bf16", "--modes", "speculative", "plain")
     for mode in ("plain", "speculative"):
         with pytest.raises(StopIteration):
-            benchmark.run_benchmark(benchmark.BenchmarkPlan(**{**vars(checked), "settings": [
-                settings for settings in checked.settings if settings.mode == mode]}))
+            benchmark.run_benchmark(replace(checked, settings=[
+                settings for settings in checked.settings if settings.mode == mode]))
     assert loaded["speculative"]["draft_precision"] == "bf16" and loaded["speculative"]["precision"] == "f32"
     assert loaded["plain"]["draft_precision"] is None and loaded["plain"]["precision"] == "f32"
 

@@ -355,3 +355,21 @@ def test_fp16_draft_reuses_an_up_to_date_hugging_face_folder(tmp_models_dir: Pat
     assert exported == [(str(hf), "fp16")]
     coder_draft_trim.build_fp16_draft(destination, hf)  # up to date: not exported again
     assert len(exported) == 1
+
+
+def test_build_keeps_the_recorded_ids_and_every_id_below_keep_below(tmp_path: Path, tmp_models_dir: Path,
+                                                                      monkeypatch) -> None:
+    import json
+
+    from utils import coder_draft_trim
+
+    vocabulary = tmp_path / "vocabulary.json"
+    vocabulary.write_text(json.dumps({"keep_token_ids": [7, 2, 40_000]}))
+    kept = []
+    monkeypatch.setattr(coder_draft_trim, "build_fp16_draft", lambda destination, hf_folder: tmp_path / "fp16")
+    monkeypatch.setattr(coder_draft_trim, "build_trimmed_draft",
+                        lambda keep, fp16, destination: kept.append(keep) or destination)
+    monkeypatch.setattr(coder_draft_trim, "check_trimmed_draft", lambda main, draft: 3)
+    coder_draft_trim.main(["build", "--vocabulary-file", str(vocabulary), "--keep-below", "5"])
+    coder_draft_trim.main(["build", "--vocabulary-file", str(vocabulary)])
+    assert kept == [[0, 1, 2, 3, 4, 7, 40_000], [2, 7, 40_000]]  # sorted, no id twice
