@@ -45,6 +45,7 @@ def test_default_plan_on_the_offline_pair(offline_pair) -> None:
     assert lookup_only.draft_dir is None
     assert default.draft_precision is None  # the draft runs at the main model's precision
     assert plan("--precision", "f32", "--draft-precision", "bf16").draft_precision == "bf16"
+    assert default.target_speedup == 1.5 and plan("--target-speedup", "2").target_speedup == 2.0
 
 
 def test_the_draft_precision_reaches_the_speculative_pipeline_only(offline_pair, monkeypatch) -> None:
@@ -96,6 +97,7 @@ def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
      "--lookup-k and --ngram only apply to prompt_lookup"),
     (["--max-new-tokens", "9000"], InputError, "leaves no room for a prompt in the 8192-token context"),
     (["--json", "/proc/bench.json"], InputError, "--json /proc/bench.json cannot be written"),
+    (["--target-speedup", "0"], ValueError, "--target-speedup must be > 0"),
 ])
 def test_bad_arguments_fail_before_loading(argv, error, message, offline_pair, no_model_loading) -> None:
     with pytest.raises(error, match=message):
@@ -171,7 +173,7 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     output = tmp_path / "bench.json"
     code = benchmark.main(["--precision", "f32", "--tasks", "input_grounded", "--per-task", "1",
                            "--max-new-tokens", "12", "--warmup", "0", "--repeats", "1", "--threads", "1",
-                           "--json", str(output)])
+                           "--target-speedup", "1.2", "--json", str(output)])
     assert code == 0
     printed = capsys.readouterr().out
     for column in ("mode", "setting", "task", "time s", "tokens", "tok/s", "speed-up", "accept", "identical"):
@@ -202,6 +204,9 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     assert formula["measured speed-up"] == pytest.approx(speculative["speedup_vs_plain"])
     assert 0 < formula["c"] and 0 <= formula["a (from tok/pass)"] <= 1 and formula["predicted (Leviathan)"] > 0
     assert "formula beside the measurement" in printed and "predicted (Leviathan)" in printed
+    # the draft's budget for the asked speed-up, named after it in the JSON and the printed table
+    assert document["plan"]["target_speedup"] == 1.2 and "draft / plain for 1.2x" in formula
+    assert "draft / plain for 1.2x" in printed and formula["draft / plain"] > 0
     best = [line for line in printed.splitlines() if line.startswith("best lossless configuration: ")]
     assert len(best) == 1 and "--tasks input_grounded" in best[0] and "python -m utils.benchmark" in best[0]
     assert any(f"{row['mode']} {row['setting']}," in best[0] for row in document["summary"] if row["mode"] != "plain")
@@ -263,5 +268,10 @@ def test_the_readme_quotes_the_formula_table_of_the_committed_records() -> None:
     code = max((row for row in rows if row["task"] == "code"), key=lambda row: row["measured speed-up"])
     assert code["identical"] == f"{code['prompts']}/{code['prompts']}"
     on_code = f"on the code prompts alone its formula table gives {code['setting']} {code['measured speed-up']:.2f}x"
+    budget = (f"on the code prompts at {code['setting']} its step costs {code['draft / plain']:.2f} of a plain step "
+              f"(`draft / plain`) where 1.5x needs at most {code['draft / plain for 1.5x']:.2f}")
+    prediction = (f"predicts {code['predicted (step times)']:.2f}x and the run measured {code['measured speed-up']:.2f}x "
+                  f"({code['measured / step times']:.2f} of it")
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
     assert quoted in readme and ceiling in readme and on_code in readme
+    assert budget in readme and prediction in readme

@@ -529,6 +529,14 @@ def test_formula_by_task_pools_a_task_and_leaves_out_what_it_cannot_predict() ->
     assert code["measured / Leviathan"] == pytest.approx(code["measured speed-up"] / code["predicted (Leviathan)"])
     assert code["measured / step times"] == pytest.approx(code["measured speed-up"] / code["predicted (step times)"])
     assert chat_row["measured speed-up"] is None and chat_row["measured / Leviathan"] is None  # not comparable
+    # the draft's budget: its step over the median plain step, and the dearest step that still reaches 1.5x
+    assert code["draft / plain"] == pytest.approx(3.0 / 20.0)
+    budget = code["draft / plain for 1.5x"]
+    assert budget == pytest.approx((code["tok/pass"] / 1.5 - code["verify / plain"]) / 3)
+    assert predicted_speedup_with_step_times(acceptance, 3, budget * 20.0, 20.0, 30.0) == pytest.approx(1.5)
+    # a target beyond what a free draft reaches has no budget; the column is named after the target
+    (beyond, _) = formula_by_task(plains + [code_a, code_b, chat], target_speedup=code["predicted, free draft"] + 0.1)
+    assert beyond["draft / plain for " + f"{code['predicted, free draft'] + 0.1:g}x"] is None
 
 
 def _acceptance(record) -> float:

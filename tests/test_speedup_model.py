@@ -8,6 +8,7 @@ import pytest
 from utils.speedup_model import (
     acceptance_from_tokens_per_pass,
     break_even_acceptance,
+    draft_step_budget,
     expected_tokens_per_pass,
     predicted_speedup,
     predicted_speedup_with_step_times,
@@ -74,3 +75,17 @@ def test_invalid_inputs_raise() -> None:
         expected_tokens_per_pass(0.5, -1)
     with pytest.raises(ValueError):
         predicted_speedup(0.5, 3, -0.1)
+
+
+def test_draft_step_budget_is_the_draft_step_that_reaches_the_target() -> None:
+    # a = 0.8, K = 4: 3.3616 tokens per pass; plain step 10, verification 15: 1.5x needs a pass of 22.41 at most
+    budget = draft_step_budget(0.8, 4, 10.0, 15.0, 1.5)
+    assert budget == pytest.approx((3.3616 * 10.0 / 1.5 - 15.0) / 4)
+    assert predicted_speedup_with_step_times(0.8, 4, budget, 10.0, 15.0) == pytest.approx(1.5)
+    assert predicted_speedup_with_step_times(0.8, 4, budget * 1.1, 10.0, 15.0) < 1.5  # any dearer draft falls short
+    # beyond the free-draft ceiling (3.3616 * 10 / 15 = 2.24x) no draft is cheap enough
+    assert draft_step_budget(0.8, 4, 10.0, 15.0, 2.3) is None
+    with pytest.raises(ValueError, match="target"):
+        draft_step_budget(0.8, 4, 10.0, 15.0, 0.0)
+    with pytest.raises(ValueError, match="draft length"):
+        draft_step_budget(0.8, 0, 10.0, 15.0, 1.5)

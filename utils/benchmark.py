@@ -63,6 +63,7 @@ class BenchmarkPlan:
     repeats: int
     threads: int | None
     draft_precision: str | None = None  # None: the main model's precision
+    target_speedup: float = 1.5  # what the formula table budgets the draft step for
     description: dict = field(default_factory=dict)
 
 
@@ -108,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     prompts.add_argument("--per-task", type=int, default=None, help="at most this many prompts per task")
     prompts.add_argument("--warmup", type=int, default=1, help="untimed runs per pipeline before timing")
     prompts.add_argument("--repeats", type=int, default=3, help="timed runs per prompt; the median is kept")
+    parser.add_argument("--target-speedup", type=float, default=1.5, metavar="X",
+                        help="the formula table's 'draft / plain for Xx': the dearest draft step (over a plain step) "
+                             "that would reach this speed-up at the measured acceptance and verification cost")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the records here")
     return parser
 
@@ -159,6 +163,9 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
                                     f"{arguments.warmup}.")
     if arguments.threads is not None:
         as_integer(arguments.threads, "--threads", minimum=1, advice="Leave it out to use all cores.")
+    if not arguments.target_speedup > 0:
+        raise ValueError(f"--target-speedup must be > 0 (a speed-up over plain decoding), "
+                         f"got {arguments.target_speedup}.")
     if arguments.json is not None:
         check_writable_file(arguments.json, "--json")
     device = check_device(arguments.device, name="--device")
@@ -195,7 +202,7 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
                          precision=arguments.precision, draft_precision=arguments.draft_precision,
                          settings=settings, prompts=prompts,
                          warmup=arguments.warmup, repeats=arguments.repeats, threads=arguments.threads,
-                         description=description)
+                         target_speedup=arguments.target_speedup, description=description)
 
 
 def run_benchmark(plan: BenchmarkPlan, progress=None) -> list[GenerationRecord]:
@@ -262,11 +269,11 @@ def summary_table(records: Sequence[GenerationRecord]) -> str:
     return text_table(rows)
 
 
-def formula_table(records: Sequence[GenerationRecord]) -> str | None:
+def formula_table(records: Sequence[GenerationRecord], target_speedup: float = 1.5) -> str | None:
     """`formula_by_task` as a text table (None without speculative runs at a fixed K)."""
     from utils.tables import text_table
 
-    rows = formula_by_task(records)
+    rows = formula_by_task(records, target_speedup)
     if not rows:
         return None
     return text_table([{key: round(value, 2) if isinstance(value, float) else ("-" if value is None else value)
@@ -301,13 +308,13 @@ def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationReco
         "plan": {
             "main_dir": str(plan.main_dir), "draft_dir": str(plan.draft_dir) if plan.draft_dir else None,
             "device": plan.device, "precision": plan.precision, "draft_precision": plan.draft_precision,
-            "warmup": plan.warmup, "repeats": plan.repeats,
+            "warmup": plan.warmup, "repeats": plan.repeats, "target_speedup": plan.target_speedup,
             "threads": plan.threads, "settings": [settings.label for settings in plan.settings],
             "prompts": [prompt.id for prompt in plan.prompts], **plan.description,
         },
         "records": [record.as_dict() for record in records],
         "summary": summarise(records),
-        "formula": formula_by_task(records),
+        "formula": formula_by_task(records, plan.target_speedup),
     }
     path.write_text(json.dumps(document, indent=1), encoding="utf-8")
 
@@ -332,12 +339,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(records))
     print()
     print(summary_table(records))
-    formula = formula_table(records)
+    formula = formula_table(records, plan.target_speedup)
     if formula is not None:
         print("\nThe formula beside the measurement, per task (utils.generation_reports.formula_by_task): a from the "
               "tokens per main pass, c = draft step / verification pass, 'verify / plain' = what checking K+1 tokens "
               "costs over one plain step, the prediction with the three measured step times, and the same with a "
-              "draft that costs nothing (the ceiling the verification pass leaves):")
+              "draft that costs nothing (the ceiling the verification pass leaves); 'draft / plain' = the draft step "
+              f"over a plain step, beside the dearest one that would reach {plan.target_speedup:g}x here "
+              "('-': not even a free draft would):")
         print(formula)
     print()
     print(best_lossless_line(records, sys.argv[1:] if argv is None else argv))

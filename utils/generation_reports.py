@@ -194,7 +194,7 @@ def describe_divergence(plain: GenerationRecord, other: GenerationRecord, tokeni
             f"  {other.mode:<12} -> {text(other.token_ids[position:position + context_tokens])!r}")
 
 
-def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
+def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float = 1.5) -> list[dict]:
     """Per (setting, task) of speculative runs with a fixed K: the measured speed-up beside the formula's.
 
     The per-record figures of `verification_gap` pooled over a task's prompts: tokens per main pass pooled
@@ -203,12 +203,15 @@ def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
     Leviathan's prediction from a and c, the prediction from the three step times, the same with a draft that
     costs nothing (the ceiling the verification pass leaves, whatever draft is found), the measured speed-up
     (total plain time / total speculative time over prompts with as many tokens as plain) and its ratio to each
-    prediction (both runs' prefill is in the measurement, not in the predictions). Needs compared
+    prediction (both runs' prefill is in the measurement, not in the predictions), and the draft's budget: its
+    step over a plain step ("draft / plain") beside the dearest draft step that would reach `target_speedup` at
+    this acceptance and verification cost (`speedup_model.draft_step_budget`; None: not even a free draft would).
+    Needs compared
     records carrying GenAI's per-model metrics; threshold runs (no fixed K) are left out.
     """
     import statistics
 
-    from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
+    from utils.speedup_model import draft_step_budget, predicted_speedup, predicted_speedup_with_step_times
 
     plain_ms = _plain_step_ms(records)
     groups: dict[tuple[str, str], list[tuple[GenerationRecord, dict]]] = {}
@@ -233,6 +236,7 @@ def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
         cost_ratio = decoding_metrics.cost_ratio(draft_ms, verify_ms)
         leviathan = predicted_speedup(acceptance, k, cost_ratio)
         step_times = predicted_speedup_with_step_times(acceptance, k, draft_ms, plain_step, verify_ms)
+        budget = draft_step_budget(acceptance, k, plain_step, verify_ms, target_speedup)
         rows.append({
             "setting": setting, "task": task, "prompts": len(group),
             "identical": f"{sum(bool(record.identical_to_plain) for record, _ in group)}/{len(group)}",
@@ -244,5 +248,7 @@ def formula_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
             "predicted, free draft": predicted_speedup_with_step_times(acceptance, k, 0.0, plain_step, verify_ms),
             "measured / Leviathan": measured / leviathan if measured is not None else None,
             "measured / step times": measured / step_times if measured is not None else None,
+            "draft / plain": draft_ms / plain_step,
+            f"draft / plain for {target_speedup:g}x": None if budget is None else budget / plain_step,
         })
     return rows

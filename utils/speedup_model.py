@@ -51,6 +51,26 @@ def predicted_speedup_with_step_times(
     return tokens * plain_step / (draft_length * draft_step + verify_step)
 
 
+def draft_step_budget(
+    acceptance: float, draft_length: int, plain_step: float, verify_step: float, target_speedup: float,
+) -> float | None:
+    """The dearest draft step (in the unit of the main model's steps) that still reaches `target_speedup`.
+
+    `predicted_speedup_with_step_times` solved for the draft step: at this acceptance, K and verification cost,
+    a draft whose step costs more than this cannot reach the target. None when even a draft that costs nothing
+    falls short (the verification pass alone is too dear for the tokens a pass yields).
+    """
+    if target_speedup <= 0:
+        raise ValueError(f"target speed-up must be > 0, got {target_speedup}")
+    if draft_length < 1:
+        raise ValueError(f"draft length must be >= 1, got {draft_length}")
+    if min(plain_step, verify_step) <= 0:
+        raise ValueError("the main model's step times must be > 0")
+    budget = (expected_tokens_per_pass(acceptance, draft_length) * plain_step / target_speedup - verify_step) \
+        / draft_length
+    return budget if budget >= 0 else None
+
+
 def acceptance_from_tokens_per_pass(tokens_per_pass: float, draft_length: int, tol: float = 1e-9) -> float:
     """Invert `expected_tokens_per_pass` by bisection: the per-token acceptance that explains a run.
 
