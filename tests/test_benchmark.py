@@ -65,6 +65,15 @@ def test_the_draft_precision_reaches_the_speculative_pipeline_only(offline_pair,
                 settings for settings in checked.settings if settings.mode == mode]))
     assert loaded["speculative"]["draft_precision"] == "bf16" and loaded["speculative"]["precision"] == "f32"
     assert loaded["plain"]["draft_precision"] is None and loaded["plain"]["precision"] == "f32"
+    assert loaded["plain"]["exact_main"] is True and loaded["speculative"]["exact_main"] is True
+    # --fast-main reaches every pipeline: plain and speculative must share the main model's arithmetic
+    fast = plan("--precision", "f32", "--fast-main", "--modes", "plain", "prompt_lookup")
+    assert fast.exact_main is False
+    for mode in ("plain", "prompt_lookup"):
+        with pytest.raises(StopIteration):
+            benchmark.run_benchmark(replace(fast, settings=[
+                settings for settings in fast.settings if settings.mode == mode]))
+        assert loaded[mode]["exact_main"] is False
 
 
 @pytest.fixture
@@ -98,6 +107,7 @@ def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     (["--max-new-tokens", "9000"], InputError, "leaves no room for a prompt in the 8192-token context"),
     (["--json", "/proc/bench.json"], InputError, "--json /proc/bench.json cannot be written"),
     (["--target-speedup", "0"], ValueError, "--target-speedup must be > 0"),
+    (["--fast-main"], ValueError, "--fast-main only changes an f32 main model.*add --precision f32"),
 ])
 def test_bad_arguments_fail_before_loading(argv, error, message, offline_pair, no_model_loading) -> None:
     with pytest.raises(error, match=message):
@@ -182,7 +192,7 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     records = document["records"]
     assert [record["mode"] for record in records] == ["plain", "speculative", "prompt_lookup"]
     assert document["plan"]["precision"] == "f32" and document["machine"]["cpu_count"]
-    assert document["plan"]["draft_precision"] is None
+    assert document["plan"]["draft_precision"] is None and document["plan"]["exact_main"] is True
     assert "AVX512_VNNI" in document["machine"]["cpu"]["features"]  # what decides int4 speed and exactness
     plain = records[0]
     for record in records:

@@ -122,12 +122,33 @@ def test_device_properties() -> None:
     assert main_model_properties("f32", 2) == {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 2,
                                                "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0, "KV_CACHE_PRECISION": "f32"}
     assert main_model_properties("default") == {} and main_model_properties("bf16") == device_properties("bf16")
+    # exact=False gives the fast path back (dynamic quantisation) but keeps the f32 KV cache
+    assert main_model_properties("f32", exact=False) == {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+    assert main_model_properties("default", exact=False) == {}
     assert device_properties("f32", threads=1) == {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
     assert device_properties("bf16") == {"INFERENCE_PRECISION_HINT": "bf16"}  # sweeps compare draft precisions
     with pytest.raises(SpeculationSetupError, match="precision"):
         device_properties("bf16x")
     with pytest.raises(SpeculationSetupError, match="threads"):
         device_properties("f32", threads=0)
+
+
+def test_the_main_model_alone_gets_the_exact_properties(offline_pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_pipeline hands the main model exact f32 (or, with exact_main=False, its fast path) and the draft neither."""
+    import openvino_genai
+
+    built = {}
+    monkeypatch.setattr(openvino_genai, "draft_model", lambda path, device, **properties: ("draft", properties))
+    monkeypatch.setattr(openvino_genai, "LLMPipeline",
+                        lambda path, device, **arguments: built.setdefault(len(built), arguments))
+    load_pipeline("speculative", offline_pair.main, draft_dir=offline_pair.draft, precision="f32")
+    load_pipeline("speculative", offline_pair.main, draft_dir=offline_pair.draft, precision="f32", exact_main=False)
+    exact, fast = built[0], built[1]
+    assert exact["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == 0 and exact["KV_CACHE_PRECISION"] == "f32"
+    assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in fast and fast["KV_CACHE_PRECISION"] == "f32"
+    for arguments in (exact, fast):
+        assert arguments["INFERENCE_PRECISION_HINT"] == "f32"
+        assert arguments["draft_model"] == ("draft", {"INFERENCE_PRECISION_HINT": "f32"})  # the draft: fast path
 
 
 # --- bad model folders, caught before loading ------------------------------------------------------------------------

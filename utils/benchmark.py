@@ -5,6 +5,7 @@
     python -m utils.benchmark --threshold 0.3 0.6 --tasks code chat --json build/bench.json
     python -m utils.benchmark --main-dir models/x-ov --draft-dir models/y-ov   # any two folders
     python -m utils.benchmark --pair qwen2.5-coder --precision f32 --draft-precision bf16   # exact main, fast draft
+    python -m utils.benchmark --pair qwen2.5-coder --precision f32 --fast-main   # the main's fast path kept
 
 It uses the same functions as notebooks 02 and 03 (`utils.generation`), so the
 figures agree: every pipeline runs on OpenVINO GenAI's continuous-batching
@@ -18,7 +19,10 @@ the measured step times (`utils.generation_reports.formula_by_task`). To compare
 drafts, run it once per `--draft` (or `--draft-dir`). `--draft-precision` runs
 the draft at another inference precision than the main model: only the main
 model decides the output, so a bf16 draft keeps an f32 run lossless and only
-changes how often, and how cheaply, the draft is right.
+changes how often, and how cheaply, the draft is right. `--precision f32` also
+makes the main model exact (no dynamic quantisation, an f32 KV cache), which
+costs speed in both modes; `--fast-main` keeps its fast path, and then
+"identical" is what the run measured, not a property of the arithmetic.
 
 It is a benchmark, not a test: numbers depend on the machine and on whatever
 else runs on it. Every setting is checked before any model is loaded.
@@ -64,6 +68,7 @@ class BenchmarkPlan:
     threads: int | None
     draft_precision: str | None = None  # None: the main model's precision
     target_speedup: float = 1.5  # what the formula table budgets the draft step for
+    exact_main: bool = True  # with precision f32: the main model without dynamic quantisation (--fast-main keeps it)
     description: dict = field(default_factory=dict)
 
 
@@ -87,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--draft-precision", choices=INFERENCE_PRECISIONS, default=None,
                         help="the draft's inference precision (default: the same as --precision); the output "
                              "depends on the main model only, so a bf16 draft keeps an f32 run exact")
+    models.add_argument("--fast-main", action="store_true",
+                        help="with --precision f32, keep the main model's fast path (dynamic int8 quantisation of "
+                             "activations; the KV cache stays f32): faster on CPUs with VNNI/AMX, but a pass over K+1 "
+                             "tokens may then round differently from a plain step; the 'identical' column says "
+                             "whether it did")
     models.add_argument("--threads", type=int, default=None, help="CPU inference threads (default: all cores)")
     decoding = parser.add_argument_group("decoding")
     decoding.add_argument("--modes", nargs="+", choices=MODES_ORDER, default=list(MODES_ORDER))
@@ -163,6 +173,9 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
                                     f"{arguments.warmup}.")
     if arguments.threads is not None:
         as_integer(arguments.threads, "--threads", minimum=1, advice="Leave it out to use all cores.")
+    if arguments.fast_main and arguments.precision != "f32":
+        raise ValueError("--fast-main only changes an f32 main model (without --precision f32 the device's fast "
+                         "path is on anyway): add --precision f32.")
     if not arguments.target_speedup > 0:
         raise ValueError(f"--target-speedup must be > 0 (a speed-up over plain decoding), "
                          f"got {arguments.target_speedup}.")
@@ -202,7 +215,8 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
                          precision=arguments.precision, draft_precision=arguments.draft_precision,
                          settings=settings, prompts=prompts,
                          warmup=arguments.warmup, repeats=arguments.repeats, threads=arguments.threads,
-                         target_speedup=arguments.target_speedup, description=description)
+                         target_speedup=arguments.target_speedup, exact_main=not arguments.fast_main,
+                         description=description)
 
 
 def run_benchmark(plan: BenchmarkPlan, progress=None) -> list[GenerationRecord]:
@@ -212,7 +226,7 @@ def run_benchmark(plan: BenchmarkPlan, progress=None) -> list[GenerationRecord]:
         pipelines[mode] = load_pipeline(mode, plan.main_dir, plan.device, precision=plan.precision,
                                         draft_dir=plan.draft_dir if mode == "speculative" else None,
                                         draft_precision=plan.draft_precision if mode == "speculative" else None,
-                                        threads=plan.threads)
+                                        threads=plan.threads, exact_main=plan.exact_main)
     check_prompts_fit(plan, next(iter(pipelines.values())).tokenizer)
     candidates = [(pipelines[settings.mode], settings) for settings in plan.settings]
     records = measure_side_by_side(candidates, plan.prompts, warmup=plan.warmup, repeats=plan.repeats,
@@ -308,7 +322,8 @@ def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationReco
         "plan": {
             "main_dir": str(plan.main_dir), "draft_dir": str(plan.draft_dir) if plan.draft_dir else None,
             "device": plan.device, "precision": plan.precision, "draft_precision": plan.draft_precision,
-            "warmup": plan.warmup, "repeats": plan.repeats, "target_speedup": plan.target_speedup,
+            "exact_main": plan.exact_main, "warmup": plan.warmup, "repeats": plan.repeats,
+            "target_speedup": plan.target_speedup,
             "threads": plan.threads, "settings": [settings.label for settings in plan.settings],
             "prompts": [prompt.id for prompt in plan.prompts], **plan.description,
         },
@@ -329,7 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     draft = f", draft {plan.draft_dir.name}" if plan.draft_dir else ""
     if plan.draft_dir and plan.draft_precision is not None:
         draft += f" at {plan.draft_precision}"
-    print(f"main {plan.main_dir.name}{draft} on {plan.device}, precision {plan.precision}; "
+    main_path = " (fast path: dynamic quantisation kept)" if plan.precision == "f32" and not plan.exact_main else ""
+    print(f"main {plan.main_dir.name}{draft} on {plan.device}, precision {plan.precision}{main_path}; "
           f"{len(plan.prompts)} prompts x {len(plan.settings)} settings, warm-up {plan.warmup}, "
           f"repeats {plan.repeats}, max_new_tokens {arguments.max_new_tokens}", flush=True)
     try:
