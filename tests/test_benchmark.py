@@ -5,6 +5,7 @@ A benchmark, not a test of speed: nothing here asserts a timing.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import subprocess
 import sys
 from pathlib import Path
@@ -49,8 +50,6 @@ def test_default_plan_on_the_offline_pair(offline_pair) -> None:
 
 
 def test_the_draft_precision_reaches_the_speculative_pipeline_only(offline_pair, monkeypatch) -> None:
-    from dataclasses import replace
-
     loaded = {}
 
     def record_load(mode, main_dir, device, **options):
@@ -131,8 +130,6 @@ def test_json_path_is_checked_before_measuring(tmp_path: Path, capsys, offline_p
 
 def test_a_prompt_longer_than_the_context_is_reported_before_measuring(offline_pair, monkeypatch) -> None:
     """run_benchmark encodes every prompt first: a prompt that does not fit stops it before any timed run."""
-    from dataclasses import replace
-
     from utils.prompts import Prompt
 
     monkeypatch.setattr(benchmark, "measure_side_by_side", lambda *a, **k: pytest.fail("measured a bad plan"))
@@ -217,6 +214,9 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     # the draft's budget for the asked speed-up, named after it in the JSON and the printed table
     assert document["plan"]["target_speedup"] == 1.2 and "draft / plain for 1.2x" in formula
     assert "draft / plain for 1.2x" in printed and formula["draft / plain"] > 0
+    assert list(document["best_by_task"]) == ["input_grounded"]  # the one task of this run, its best setting
+    assert document["best_by_task"]["input_grounded"]["setting"] in {"K=3", "K=3, ngram=3"}
+    assert "best lossless per task: input_grounded: " in printed
     best = [line for line in printed.splitlines() if line.startswith("best lossless configuration: ")]
     assert len(best) == 1 and "--tasks input_grounded" in best[0] and "python -m utils.benchmark" in best[0]
     assert any(f"{row['mode']} {row['setting']}," in best[0] for row in document["summary"] if row["mode"] != "plain")
@@ -285,3 +285,70 @@ def test_the_readme_quotes_the_formula_table_of_the_committed_records() -> None:
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
     assert quoted in readme and ceiling in readme and on_code in readme
     assert budget in readme and prediction in readme
+
+
+def test_the_readme_quotes_the_fast_main_run_beside_the_exact_one() -> None:
+    """README's --fast-main figures are read from the two committed runs, and the runs differ only in the main model."""
+    from utils.benchmark import best_lossless
+    from utils.generation import GenerationRecord
+    from utils.generation_reports import formula_by_task
+    from utils.paths import REPO_ROOT
+
+    def load(name: str) -> dict:
+        return json.loads((REPO_ROOT / "docs" / "data" / name).read_text(encoding="utf-8"))
+
+    exact, fast = load("benchmark-qwen2.5-coder.json"), load("benchmark-qwen2.5-coder-fast-main.json")
+    assert fast["plan"]["exact_main"] is False and exact["plan"].get("exact_main", True) is True
+    same = ("main_dir", "draft_dir", "precision", "draft_precision", "settings", "prompts", "repeats", "warmup")
+    assert all(fast["plan"][key] == exact["plan"][key] for key in same)
+    assert all(record["identical_to_plain"] for record in fast["records"])
+
+    def rate(document: dict, setting: str) -> str:
+        (row,) = [row for row in document["summary"] if row["setting"] == setting]
+        return f"{row['tokens_per_second']:.1f}"
+
+    def span(rows: list[dict], column: str) -> str:
+        return f"{min(row[column] for row in rows):.2f}–{max(row[column] for row in rows):.2f}"
+
+    best = best_lossless(fast["summary"])
+    rows = {name: formula_by_task([GenerationRecord.from_dict(record) for record in document["records"]])
+            for name, document in (("exact", exact), ("fast", fast))}
+    code = max((row for row in rows["fast"] if row["task"] == "code"), key=lambda row: row["measured speed-up"])
+    quoted = [
+        f"printed `best lossless configuration: {best['mode']} {best['setting']}, {best['speedup_vs_plain']:.2f}x over "
+        f"plain ({best['prompts']} prompts, every output identical to plain)`",
+        f"on the code prompts alone its formula table gives {code['setting']} {code['measured speed-up']:.2f}x",
+        f"Plain decoding ran at {rate(fast, 'greedy')} tokens/s there against {rate(exact, 'greedy')} with the exact "
+        f"main model, the draft with K=4 at {rate(fast, 'K=4')} against {rate(exact, 'K=4')}",
+        f"(`verify / plain` {span(rows['fast'], 'verify / plain')} against {span(rows['exact'], 'verify / plain')})",
+    ]
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    for sentence in quoted:
+        assert sentence in readme
+
+
+def test_best_lossless_by_task_takes_each_task_alone() -> None:
+    """On the committed fast-main run: code's best is the formula table's best code row, not the pooled best."""
+    from utils.benchmark import best_by_task_line, best_lossless, best_lossless_by_task
+    from utils.generation import GenerationRecord
+    from utils.generation_reports import formula_by_task, summarise
+    from utils.paths import REPO_ROOT
+
+    document = json.loads((REPO_ROOT / "docs" / "data" / "benchmark-qwen2.5-coder-fast-main.json").read_text())
+    records = [GenerationRecord.from_dict(record) for record in document["records"]]
+    by_task = best_lossless_by_task(records)
+    assert list(by_task) == ["code", "input_grounded"]
+    code = max((row for row in formula_by_task(records) if row["task"] == "code"),
+               key=lambda row: row["measured speed-up"])
+    assert (by_task["code"]["mode"], by_task["code"]["setting"]) == ("speculative", code["setting"])
+    assert by_task["code"]["speedup_vs_plain"] == pytest.approx(code["measured speed-up"])
+    assert by_task["code"]["prompts"] == 2
+    pooled = best_lossless(summarise(records))
+    assert by_task["input_grounded"]["setting"] == pooled["setting"] != by_task["code"]["setting"]
+    assert best_by_task_line(records).startswith(
+        f"best lossless per task: code: speculative {code['setting']}, {code['measured speed-up']:.2f}x (2 prompts); "
+        "input_grounded: prompt_lookup")
+    # a task whose only other run changed the output has no lossless setting
+    changed = [replace(record, identical_to_plain=False) if record.mode != "plain" else record for record in records]
+    assert best_lossless_by_task(changed) == {"code": None, "input_grounded": None}
+    assert best_by_task_line(changed) == "best lossless per task: code: none; input_grounded: none"

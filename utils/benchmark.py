@@ -15,7 +15,8 @@ printed only when a run generated as many tokens as plain decoding did.
 under --precision f32 with greedy decoding). For speculative runs with a fixed
 K it also prints, per task, the measured speed-up beside Leviathan's prediction
 from the measured acceptance and cost ratio c, and beside the prediction from
-the measured step times (`utils.generation_reports.formula_by_task`). To compare
+the measured step times (`utils.generation_reports.formula_by_task`), then the
+best lossless setting of each task type and over all prompts. To compare
 drafts, run it once per `--draft` (or `--draft-dir`). `--draft-precision` runs
 the draft at another inference precision than the main model: only the main
 model decides the output, so a bf16 draft keeps an f32 run lossless and only
@@ -304,6 +305,22 @@ def best_lossless(summary_rows: Sequence[dict]) -> dict | None:
                                              "speedup_vs_plain")
 
 
+def best_lossless_by_task(records: Sequence[GenerationRecord]) -> dict[str, dict | None]:
+    """Per task type (in the order the records have them), `best_lossless` over that task's prompts alone."""
+    tasks = dict.fromkeys(record.task for record in records)
+    return {task: best_lossless(summarise([record for record in records if record.task == task])) for task in tasks}
+
+
+def best_by_task_line(records: Sequence[GenerationRecord]) -> str:
+    """One line: the best lossless setting of each task type; below 1.00x, that task is best left to plain decoding."""
+    parts = []
+    for task, best in best_lossless_by_task(records).items():
+        parts.append(f"{task}: none" if best is None else
+                     f"{task}: {best['mode']} {best['setting']}, {best['speedup_vs_plain']:.2f}x ({best['prompts']} "
+                     f"prompt{'s' if best['prompts'] != 1 else ''})")
+    return "best lossless per task: " + "; ".join(parts)
+
+
 def best_lossless_line(records: Sequence[GenerationRecord], argv: Sequence[str]) -> str:
     """One line: the best lossless setting of this run, its speed-up, and the command that reproduces the run."""
     best = best_lossless(summarise(records))
@@ -330,6 +347,7 @@ def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationReco
         "records": [record.as_dict() for record in records],
         "summary": summarise(records),
         "formula": formula_by_task(records, plan.target_speedup),
+        "best_by_task": best_lossless_by_task(records),
     }
     path.write_text(json.dumps(document, indent=1), encoding="utf-8")
 
@@ -365,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "('-': not even a free draft would):")
         print(formula)
     print()
+    print(best_by_task_line(records))
     print(best_lossless_line(records, sys.argv[1:] if argv is None else argv))
     print(f"\nload average {measurement_context()['load_average']}: timings are only comparable within this run.")
     if arguments.json is not None:
