@@ -322,6 +322,12 @@ def test_the_readme_quotes_the_fast_main_run_beside_the_exact_one() -> None:
         f"main model, the draft with K=4 at {rate(fast, 'K=4')} against {rate(exact, 'K=4')}",
         f"(`verify / plain` {span(rows['fast'], 'verify / plain')} against {span(rows['exact'], 'verify / plain')})",
     ]
+    at_k4 = {row["task"]: row for row in rows["fast"] if row["setting"] == "K=4"}
+    quoted.append(
+        f"in the `--fast-main` run at K=4, the draft step costs {at_k4['code']['draft / plain']:.2f} of a plain step "
+        f"on the code prompts where 1.5x needs at most {at_k4['code']['draft / plain for 1.5x']:.2f}, and "
+        f"{at_k4['input_grounded']['draft / plain']:.2f} on the input-grounded ones where 1.5x needs at most "
+        f"{at_k4['input_grounded']['draft / plain for 1.5x']:.2f}")
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
     for sentence in quoted:
         assert sentence in readme
