@@ -130,3 +130,8 @@ def test_a_verification_pass_leaves_the_prefill_out() -> None:
     assert dm.verification_pass_ms({"inference_ms": 900.0, "ttft_ms": 900.0, "passes": 1}) is None
     assert dm.draft_step_ms({"inference_ms": 60.0, "passes": 30}) == pytest.approx(2.0)
     assert dm.draft_step_ms({"inference_ms": 0.0, "passes": 0}) is None
+    # with the passes after the prompt's kept, the draft's prefill does not count as drafting
+    long_prompt = {"inference_ms": 1445.0, "passes": 26, "prompt_pass_ms": 667.0, "decode_passes": 24,
+                   "decode_ms": 720.0}
+    assert dm.draft_step_ms(long_prompt) == pytest.approx(30.0)
+    assert dm.draft_step_ms({**long_prompt, "decode_passes": 0, "decode_ms": 0.0}) is None  # only the prompt pass

@@ -116,7 +116,16 @@ def verification_pass_ms(main_metrics: dict) -> float | None:
 
 
 def draft_step_ms(draft_metrics: dict) -> float | None:
-    """Mean time of one draft-model pass of a speculative run (GenAI's per-model inference time over its passes)."""
+    """Mean time of one draft-model step of a speculative run: its passes after the one that read the prompt.
+
+    A long prompt's prefill would otherwise count as drafting (as `verification_pass_ms` leaves out the main
+    model's). Records made before "decode_ms" was kept fall back to GenAI's inference time over all passes,
+    prefill included.
+    """
+    if draft_metrics.get("decode_passes"):
+        return draft_metrics["decode_ms"] / draft_metrics["decode_passes"]
+    if "decode_passes" in draft_metrics:
+        return None
     return draft_metrics["inference_ms"] / draft_metrics["passes"] if draft_metrics["passes"] else None
 
 
