@@ -336,7 +336,7 @@ def test_the_readme_quotes_the_fast_main_run_beside_the_exact_one() -> None:
     quoted += [
         f"printed `best lossless configuration: {code_best['mode']} {code_best['setting']}, "
         f"{code_best['speedup_vs_plain']:.2f}x over plain ({code_best['prompts']} prompts, every output identical to "
-        f"plain)`: the long code prompt does not pay ({k4(code_run, 'code-extend-module')}), and code-fibonacci at K=4 "
+        f"plain)`: the long code prompt gains little ({k4(code_run, 'code-extend-module')} at K=4), and code-fibonacci at K=4 "
         f"gave {k4(code_run, 'code-fibonacci')} there against {k4(fast, 'code-fibonacci')} in the first run",
     ]
     at_k4 = {row["task"]: row for row in rows["fast"] if row["setting"] == "K=4"}
@@ -367,7 +367,11 @@ def test_best_lossless_by_task_takes_each_task_alone() -> None:
     assert by_task["code"]["speedup_vs_plain"] == pytest.approx(code["measured speed-up"])
     assert by_task["code"]["prompts"] == 2
     pooled = best_lossless(summarise(records))
-    assert by_task["input_grounded"]["setting"] == pooled["setting"] != by_task["code"]["setting"]
+    for task, best in by_task.items():  # each task's own best is at least as fast there as the pooled choice
+        (pooled_there,) = [row for row in summarise([record for record in records if record.task == task])
+                           if row["setting"] == pooled["setting"]]
+        assert best["speedup_vs_plain"] >= pooled_there["speedup_vs_plain"]
+    assert any(best["setting"] != pooled["setting"] for best in by_task.values())  # and not always the same
     assert best_by_task_line(records).startswith(
         f"best lossless per task: code: speculative {code['setting']}, {code['measured speed-up']:.2f}x (2 prompts); "
         "input_grounded: prompt_lookup")
