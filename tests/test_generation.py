@@ -603,8 +603,7 @@ def test_per_model_metrics_find_the_draft_prompt_pass() -> None:
     """GenAI gives the draft no time to first token: its prompt pass is the first pass with a duration."""
     from types import SimpleNamespace
 
-    from utils.decoding_metrics import draft_step_ms
-    from utils.generation import _per_model_metrics
+    from utils.decoding_metrics import draft_step_ms, per_model_metrics
 
     def mean(value: float):
         return lambda: SimpleNamespace(mean=value)
@@ -613,7 +612,7 @@ def test_per_model_metrics_find_the_draft_prompt_pass() -> None:
     raw = SimpleNamespace(m_durations=[0.0, 667_000.0, 36_000.0, 25_000.0, 23_000.0], m_batch_sizes=[2, 2, 1, 1, 1])
     draft = SimpleNamespace(raw_metrics=raw, get_num_generated_tokens=lambda: 7, get_ttft=mean(0.01),
                             get_tpot=mean(25.0), get_throughput=mean(40.0), get_inference_duration=mean(760.0))
-    metrics = _per_model_metrics(draft)
+    metrics = per_model_metrics(draft)
     assert metrics["passes"] == 5 and metrics["prompt_pass_ms"] == pytest.approx(667.0)
     assert metrics["decode_passes"] == 3 and metrics["decode_ms"] == pytest.approx(84.0)
     assert draft_step_ms(metrics) == pytest.approx(28.0)  # not 760 / 5 = 152 ms

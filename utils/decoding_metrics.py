@@ -30,7 +30,8 @@ pass. Definitions:
 * **per-token acceptance a** (Leviathan's): the a whose expected tokens per
   pass at draft length K equals the measured tokens per main pass.
 * **cost ratio c** = time of one draft step / time of one main-model step,
-  both over one new token (Leviathan's c).
+  both over one new token (Leviathan's c). A draft step is one of the draft's
+  passes after the one that read the prompt (`per_model_metrics`).
 * **verification cost** = time of one main-model pass over K + 1 tokens / time
   of one main-model pass over 1 token (1.0 is what Leviathan's formula assumes).
 * **lossless** (a summary row of several prompts): its speed-up was measured on
@@ -40,6 +41,7 @@ pass. Definitions:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 def _check_steps(steps: Sequence[int]) -> list[int]:
@@ -101,6 +103,28 @@ def cost_ratio(draft_step: float, main_step: float) -> float:
     if main_step <= 0 or draft_step < 0:
         raise ValueError(f"Step times must be >= 0 and the main step > 0, got draft {draft_step}, main {main_step}.")
     return draft_step / main_step
+
+
+def per_model_metrics(metrics: Any) -> dict:
+    """One model's share of a speculative run, from GenAI's `extended_perf_metrics`.
+
+    Besides GenAI's totals, the passes after the one that read the prompt ("decode_passes", their summed time
+    "decode_ms"): GenAI 2026.4 reports no time to first token for the draft model (it is ~0), so its prompt pass
+    is found as the first pass with a duration (`raw_metrics.m_durations`, in microseconds) and left out.
+    """
+    raw = metrics.raw_metrics
+    timed = [duration / 1000.0 for duration in raw.m_durations if duration > 0]
+    return {
+        "generated_tokens": int(metrics.get_num_generated_tokens()),
+        "ttft_ms": float(metrics.get_ttft().mean),
+        "tpot_ms": float(metrics.get_tpot().mean),
+        "tokens_per_second": float(metrics.get_throughput().mean),
+        "inference_ms": float(metrics.get_inference_duration().mean),
+        "passes": len(raw.m_batch_sizes),
+        "prompt_pass_ms": timed[0] if timed else None,
+        "decode_passes": max(len(timed) - 1, 0),
+        "decode_ms": sum(timed[1:]),
+    }
 
 
 def verification_pass_ms(main_metrics: dict) -> float | None:

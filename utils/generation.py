@@ -281,28 +281,6 @@ def encode_prompt(tokenizer: Any, text: str, apply_chat_template: bool = True) -
     return tokenizer.encode(text)
 
 
-def _per_model_metrics(metrics: Any) -> dict:
-    """One model's share of a speculative run, from GenAI's `extended_perf_metrics`.
-
-    Besides GenAI's totals, the passes after the one that read the prompt ("decode_passes", their summed time
-    "decode_ms"): GenAI 2026.4 reports no time to first token for the draft model (it is ~0), so its prompt pass
-    is found as the first pass with a duration (`raw_metrics.m_durations`, in microseconds) and left out.
-    """
-    raw = metrics.raw_metrics
-    timed = [duration / 1000.0 for duration in raw.m_durations if duration > 0]
-    return {
-        "generated_tokens": int(metrics.get_num_generated_tokens()),
-        "ttft_ms": float(metrics.get_ttft().mean),
-        "tpot_ms": float(metrics.get_tpot().mean),
-        "tokens_per_second": float(metrics.get_throughput().mean),
-        "inference_ms": float(metrics.get_inference_duration().mean),
-        "passes": len(raw.m_batch_sizes),
-        "prompt_pass_ms": timed[0] if timed else None,
-        "decode_passes": max(len(timed) - 1, 0),
-        "decode_ms": sum(timed[1:]),
-    }
-
-
 def run_prompt(
     loaded: LoadedPipeline,
     prompt: Prompt | str,
@@ -345,8 +323,8 @@ def run_prompt(
         accepted = int(extended.get_num_accepted_tokens())
         drafted = int(extended.get_num_draft_tokens())
         acceptance = decoding_metrics.acceptance_rate(accepted, drafted)
-        main_metrics = _per_model_metrics(extended.main_model_metrics)
-        draft_metrics = _per_model_metrics(extended.draft_model_metrics)
+        main_metrics = decoding_metrics.per_model_metrics(extended.main_model_metrics)
+        draft_metrics = decoding_metrics.per_model_metrics(extended.draft_model_metrics)
     generated = len(token_ids)
     return GenerationRecord(
         mode=loaded.mode,
