@@ -4,7 +4,9 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -12,9 +14,14 @@ import pytest
 
 from utils import model_fetch
 from utils.atomic_folder import atomic_folder
-from utils.model_catalogue import DOLLY_3B, PHI3_DRAFT, PHI3_MAIN
-from utils.model_fetch import (HubUnreachableError, InsufficientDiskError, can_reach, download_from_huggingface,
-                               download_from_modelscope, export_from_hub, get_model, require_free_disk)
+from utils.model_catalogue import BYTES_PER_WEIGHT, DOLLY_3B, PHI3_DRAFT, PHI3_MAIN
+from utils.model_fetch import (HubUnreachableError, InsufficientDiskError, ModelNotOnHubError, can_reach,
+                               checkpoint_bytes, download_from_huggingface, download_from_modelscope,
+                               export_disk_bytes, export_from_hub, get_model, modelscope_bytes, require_free_disk)
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hub_server import FakeHub, FakeRepository  # noqa: E402
+from modelscope_server import FakeModelScope  # noqa: E402
 
 QUICK_S = 5.0
 
@@ -99,6 +106,52 @@ def test_export_from_hub_fails_fast(unreachable_hubs: str, tmp_models_dir: Path)
     assert_points_to_the_offline_pair(error, unreachable_hubs)
     with pytest.raises(ValueError, match="no checkpoint to export"):
         export_from_hub(PHI3_DRAFT)
+
+
+def test_export_disk_needs_follow_the_checkpoint_on_the_hub() -> None:
+    """Checkpoint (16-bit) plus the export at its format's bytes per weight; the catalogue's guess without sizes."""
+    assert export_disk_bytes(DOLLY_3B, 6_000) == 6_000 + 3_000 * BYTES_PER_WEIGHT["fp16"]
+    int4 = dataclasses.replace(DOLLY_3B, weight_format="int4")
+    assert export_disk_bytes(int4, 6_000) == 6_000 + 3_000 * BYTES_PER_WEIGHT["int4"]
+    assert export_disk_bytes(DOLLY_3B, None) == DOLLY_3B.parameters * 2 + DOLLY_3B.disk_gb * 1e9
+
+
+def test_checkpoint_bytes_are_the_weights_optimum_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    both = {"config.json": b"{}", "model.safetensors": b"s" * 10, "pytorch_model.bin": b"b" * 99}
+    bin_only = {"config.json": b"{}", "pytorch_model-1.bin": b"b" * 7, "pytorch_model-2.bin": b"b" * 5}
+    with FakeHub({"org/both": FakeRepository(both), "org/bin-only": FakeRepository(bin_only),
+                  "org/no-weights": FakeRepository({"config.json": b"{}"})}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert checkpoint_bytes("org/both") == 10
+        assert checkpoint_bytes("org/bin-only") == 12
+        assert checkpoint_bytes("org/no-weights") is None
+        with pytest.raises(ModelNotOnHubError, match="no model repository 'org/gone'"):
+            checkpoint_bytes("org/gone")
+
+
+def test_export_from_hub_checks_disk_for_the_checkpoint_it_will_download(tmp_models_dir: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[float] = []
+
+    def refuse(folder: Path, needed_bytes: float) -> None:
+        asked.append(needed_bytes)
+        raise InsufficientDiskError("refused by the test")
+
+    monkeypatch.setattr(model_fetch, "require_free_disk", refuse)
+    weights = {"config.json": b"{}", "model.safetensors": b"w" * 4_000}
+    with FakeHub({DOLLY_3B.export_source_id: FakeRepository(weights)}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(InsufficientDiskError, match="refused by the test"):
+            export_from_hub(DOLLY_3B)
+    assert asked == [export_disk_bytes(DOLLY_3B, 4_000)]
+    assert not DOLLY_3B.path.exists()
+
+
+def test_modelscope_bytes_sum_its_file_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeModelScope({"OpenVINO/tiny": {"config.json": b"{}", "sub/openvino_model.bin": b"x" * 30}}) as modelscope:
+        monkeypatch.setenv("MODELSCOPE_DOMAIN", modelscope.url)
+        assert modelscope_bytes("OpenVINO/tiny") == 32
+        assert modelscope_bytes("OpenVINO/gone") is None  # snapshot_download then says what is wrong
 
 
 def test_require_free_disk(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from utils.atomic_folder import atomic_folder
-from utils.model_catalogue import ModelSpec
+from utils.model_catalogue import BYTES_PER_WEIGHT, ModelSpec
 from utils.model_check import is_complete
 from utils.optimum_export import export_with_optimum
 
@@ -27,6 +27,7 @@ MODELSCOPE_DEFAULT_ENDPOINT = "https://www.modelscope.cn"
 CONNECT_TIMEOUT_S = 3.0  # to open a connection to a hub
 ANSWER_TIMEOUT_S = 5.0  # for a hub's first answer (the reachability check)
 READ_TIMEOUT_S = 10.0  # for an API answer or the next bytes of a download
+CHECKPOINT_BYTES_PER_WEIGHT = 2.0  # fp16/bf16: the checkpoints the catalogue exports
 
 
 class HubUnreachableError(ConnectionError):
@@ -123,6 +124,24 @@ def _recipe(spec: ModelSpec, source: str) -> dict:
             "export_source_id": spec.export_source_id, "weight_format": spec.weight_format}
 
 
+def hub_model_info(repo_id: str):
+    """`HfApi.model_info` of `repo_id` with file sizes; clear errors for a missing repository or a failed request."""
+    endpoint = huggingface_endpoint()
+    import httpx
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        return HfApi(endpoint=endpoint).model_info(repo_id, files_metadata=True, timeout=READ_TIMEOUT_S)
+    except RepositoryNotFoundError:
+        raise ModelNotOnHubError(
+            f"The Hugging Face hub at {endpoint} has no model repository '{repo_id}' (renamed, removed, or private: "
+            "then log in with `hf auth login`). Check the name in utils/model_catalogue.py.") from None
+    except httpx.TransportError as error:  # timeouts, refused or dropped connections
+        raise unreachable_error(endpoint, "the Hugging Face hub",
+                                f"a request failed: {type(error).__name__}: {error}") from None
+
+
 def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | None = None) -> Path:
     """Download a model repository from the Hugging Face hub (honours HF_ENDPOINT).
 
@@ -132,32 +151,43 @@ def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | No
     endpoint = huggingface_endpoint()
     require_reachable(endpoint, "the Hugging Face hub")
     import httpx
-    from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.errors import RepositoryNotFoundError
+    from huggingface_hub import hf_hub_download
 
+    info = hub_model_info(repo_id)
+    require_free_disk(Path(destination).parent, sum(sibling.size or 0 for sibling in info.siblings))
     try:
-        info = HfApi(endpoint=endpoint).model_info(repo_id, files_metadata=True, timeout=READ_TIMEOUT_S)
-        require_free_disk(Path(destination).parent, sum(sibling.size or 0 for sibling in info.siblings))
         with atomic_folder(Path(destination), recipe or {"huggingface_id": repo_id}) as work:
             for sibling in info.siblings:
                 hf_hub_download(repo_id, sibling.rfilename, revision=info.sha, local_dir=work, endpoint=endpoint,
                                 etag_timeout=READ_TIMEOUT_S)
             shutil.rmtree(work / ".cache", ignore_errors=True)
-    except RepositoryNotFoundError:
-        raise ModelNotOnHubError(
-            f"The Hugging Face hub at {endpoint} has no model repository '{repo_id}' (renamed, removed, or private: "
-            "then log in with `hf auth login`). Check the name in utils/model_catalogue.py.") from None
     except httpx.TransportError as error:  # timeouts, refused or dropped connections
         raise unreachable_error(endpoint, "the Hugging Face hub",
                                 f"a request failed: {type(error).__name__}: {error}") from None
     return Path(destination)
 
 
+def modelscope_bytes(model_id: str) -> int | None:
+    """Total size of the files of `model_id` that ModelScope lists; None if it lists none or fails to answer."""
+    from modelscope.hub.api import HubApi
+
+    try:
+        files = HubApi().get_model_files(model_id, recursive=True)
+    except Exception:  # noqa: BLE001 (any failure: snapshot_download, which comes next, says what went wrong)
+        return None
+    sizes = [entry.get("Size") for entry in files if entry.get("Type") != "tree"]
+    return sum(sizes) if sizes and all(isinstance(size, int) for size in sizes) else None
+
+
 def download_from_modelscope(model_id: str, destination: Path, expected_bytes: float,
                              recipe: dict | None = None) -> Path:
-    """Download a model from ModelScope (`expected_bytes` is checked against free disk first)."""
+    """Download a model from ModelScope, first checking free disk for the size its file list gives.
+
+    `expected_bytes` (the catalogue's estimate) stands in if ModelScope does not list the files;
+    `snapshot_download` then reports why.
+    """
     require_reachable(modelscope_endpoint(), "ModelScope")
-    require_free_disk(Path(destination).parent, expected_bytes)
+    require_free_disk(Path(destination).parent, modelscope_bytes(model_id) or expected_bytes)
     from modelscope import snapshot_download
 
     with atomic_folder(Path(destination), recipe or {"modelscope_id": model_id}) as work:
@@ -165,13 +195,38 @@ def download_from_modelscope(model_id: str, destination: Path, expected_bytes: f
     return Path(destination)
 
 
+def checkpoint_bytes(repo_id: str) -> int | None:
+    """Bytes of the weights optimum-cli downloads from `repo_id` on the Hugging Face hub.
+
+    The safetensors files if the repository has any, else the PyTorch `.bin` files; None if the
+    hub lists no sizes. Raises `ModelNotOnHubError` if the repository is not there.
+    """
+    info = hub_model_info(repo_id)
+    for suffix in (".safetensors", ".bin"):
+        sizes = [sibling.size for sibling in info.siblings if sibling.rfilename.endswith(suffix)]
+        if sizes and all(size is not None for size in sizes):
+            return sum(sizes)
+    return None
+
+
+def export_disk_bytes(spec: ModelSpec, checkpoint: int | None) -> float:
+    """Free disk an export of `spec` needs: the downloaded checkpoint plus the exported model.
+
+    Both come from the checkpoint's size on the hub (16-bit weights, as the catalogue's checkpoints
+    have); without it, from the catalogue's estimate (`spec.parameters`, `spec.disk_gb`).
+    """
+    if checkpoint is None:
+        return spec.parameters * CHECKPOINT_BYTES_PER_WEIGHT + spec.disk_gb * 1e9
+    weights = checkpoint / CHECKPOINT_BYTES_PER_WEIGHT
+    return checkpoint + weights * BYTES_PER_WEIGHT[spec.weight_format]
+
+
 def export_from_hub(spec: ModelSpec) -> Path:
     """Run `optimum-cli export openvino` on the original checkpoint (downloaded from the Hugging Face hub)."""
     if spec.export_source_id is None:
         raise ValueError(f"{spec.folder_name} has no checkpoint to export; download it instead.")
     require_reachable(huggingface_endpoint(), "the Hugging Face hub")
-    # the checkpoint download (fp16/bf16 safetensors, ~2 bytes per weight) plus the exported model
-    require_free_disk(spec.path.parent, spec.parameters * 2 + spec.disk_gb * 1e9)
+    require_free_disk(spec.path.parent, export_disk_bytes(spec, checkpoint_bytes(spec.export_source_id)))
     recipe = _recipe(spec, "export") | {"optimum_intel": importlib.metadata.version("optimum-intel")}
     return export_with_optimum(spec.export_source_id, spec.path, spec.weight_format, recipe, spec.export_extra_args)
 
