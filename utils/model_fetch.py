@@ -15,12 +15,16 @@ import urllib.error
 import urllib.request
 from http.client import HTTPException
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from utils.atomic_folder import atomic_folder
 from utils.model_catalogue import BYTES_PER_WEIGHT, ModelSpec
 from utils.model_check import is_complete
 from utils.optimum_export import export_with_optimum
+
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ModelInfo
 
 HUGGINGFACE_DEFAULT_ENDPOINT = "https://huggingface.co"
 MODELSCOPE_DEFAULT_ENDPOINT = "https://www.modelscope.cn"
@@ -124,7 +128,7 @@ def _recipe(spec: ModelSpec, source: str) -> dict:
             "export_source_id": spec.export_source_id, "weight_format": spec.weight_format}
 
 
-def hub_model_info(repo_id: str):
+def hub_model_info(repo_id: str) -> ModelInfo:
     """`HfApi.model_info` of `repo_id` with file sizes; clear errors for a missing repository or a failed request."""
     endpoint = huggingface_endpoint()
     import httpx
