@@ -13,6 +13,8 @@ import socket
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.client import HTTPException
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,22 +130,31 @@ def _recipe(spec: ModelSpec, source: str) -> dict:
             "export_source_id": spec.export_source_id, "weight_format": spec.weight_format}
 
 
-def hub_model_info(repo_id: str) -> ModelInfo:
-    """`HfApi.model_info` of `repo_id` with file sizes; clear errors for a missing repository or a failed request."""
-    endpoint = huggingface_endpoint()
+@contextmanager
+def huggingface_errors(endpoint: str, repo_id: str) -> Iterator[None]:
+    """Turn the hub client's errors about `repo_id` into ours: a missing repository, a failed request
+    (timeout, refused or dropped connection)."""
     import httpx
-    from huggingface_hub import HfApi
     from huggingface_hub.errors import RepositoryNotFoundError
 
     try:
-        return HfApi(endpoint=endpoint).model_info(repo_id, files_metadata=True, timeout=READ_TIMEOUT_S)
+        yield
     except RepositoryNotFoundError:
         raise ModelNotOnHubError(
             f"The Hugging Face hub at {endpoint} has no model repository '{repo_id}' (renamed, removed, or private: "
             "then log in with `hf auth login`). Check the name in utils/model_catalogue.py.") from None
-    except httpx.TransportError as error:  # timeouts, refused or dropped connections
+    except httpx.TransportError as error:
         raise unreachable_error(endpoint, "the Hugging Face hub",
                                 f"a request failed: {type(error).__name__}: {error}") from None
+
+
+def hub_model_info(repo_id: str) -> ModelInfo:
+    """`HfApi.model_info` of `repo_id` with file sizes, its errors made clear by `huggingface_errors`."""
+    from huggingface_hub import HfApi
+
+    endpoint = huggingface_endpoint()
+    with huggingface_errors(endpoint, repo_id):
+        return HfApi(endpoint=endpoint).model_info(repo_id, files_metadata=True, timeout=READ_TIMEOUT_S)
 
 
 def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | None = None) -> Path:
@@ -154,20 +165,16 @@ def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | No
     """
     endpoint = huggingface_endpoint()
     require_reachable(endpoint, "the Hugging Face hub")
-    import httpx
     from huggingface_hub import hf_hub_download
 
     info = hub_model_info(repo_id)
     require_free_disk(Path(destination).parent, sum(sibling.size or 0 for sibling in info.siblings))
-    try:
-        with atomic_folder(Path(destination), recipe or {"huggingface_id": repo_id}) as work:
-            for sibling in info.siblings:
-                hf_hub_download(repo_id, sibling.rfilename, revision=info.sha, local_dir=work, endpoint=endpoint,
-                                etag_timeout=READ_TIMEOUT_S)
-            shutil.rmtree(work / ".cache", ignore_errors=True)
-    except httpx.TransportError as error:  # timeouts, refused or dropped connections
-        raise unreachable_error(endpoint, "the Hugging Face hub",
-                                f"a request failed: {type(error).__name__}: {error}") from None
+    with huggingface_errors(endpoint, repo_id), atomic_folder(Path(destination),
+                                                             recipe or {"huggingface_id": repo_id}) as work:
+        for sibling in info.siblings:
+            hf_hub_download(repo_id, sibling.rfilename, revision=info.sha, local_dir=work, endpoint=endpoint,
+                            etag_timeout=READ_TIMEOUT_S)
+        shutil.rmtree(work / ".cache", ignore_errors=True)
     return Path(destination)
 
 
