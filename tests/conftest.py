@@ -75,3 +75,50 @@ def unreachable_hubs(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("MODELSCOPE_DOMAIN", url)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return url
+
+
+# --------------------------------------------------------------------------- test tiers
+
+# Every test belongs to exactly one tier (pytest.ini lists them); `python3 tutorial.py test -m unit` is the quick loop.
+TIERS = ("unit", "models", "standins", "notebooks", "browser")
+# Fixtures that stand for the built models: a test that asks for one is in the "models" tier.
+MODEL_FIXTURES = {"offline_pair", "prepared_coder_pair"}
+# Test files whose tests export or train stand-in models (the article pairs' code paths, the draft pipeline).
+STANDIN_FILES = {"test_article_pairs.py", "test_draft_data.py", "test_draft_export.py", "test_draft_train.py"}
+BROWSER_FILES = {"test_browser_playground.py"}
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier of a collected test: an explicit tier mark wins, then what the test is and what it needs."""
+    explicit = [mark.name for mark in item.iter_markers() if mark.name in TIERS]
+    if explicit:
+        return explicit[0]
+    path = Path(str(item.fspath))
+    if path.suffix == ".ipynb":
+        return "notebooks"
+    if path.name in BROWSER_FILES:
+        return "browser"
+    if path.name in STANDIN_FILES:
+        return "standins"
+    if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "models"
+    return "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item)
+        if not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture
+def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to build an OpenVINO GenAI pipeline fails the test: input checks must come before loading."""
+    import openvino_genai
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a pipeline was loaded; the bad input should have been refused before any loading")
+
+    monkeypatch.setattr(openvino_genai, "LLMPipeline", refuse)
+    monkeypatch.setattr(openvino_genai, "draft_model", refuse)

@@ -42,7 +42,7 @@ def pattern_data(samples: int = 12, with_teacher: bool = False) -> TrainingData:
         logprobs = np.log(np.tile(np.array([[0.9, 0.1]], dtype=np.float16), (total, 1)))
         position = 0
         for sample in rows:
-            for j, token in enumerate(sample.token_ids):
+            for j, _ in enumerate(sample.token_ids):
                 following = sample.token_ids[j + 1] if j + 1 < len(sample.token_ids) else 2
                 ids[position] = [following, 10]
                 position += 1

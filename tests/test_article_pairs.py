@@ -264,9 +264,9 @@ def test_prefetch_fetches_both_article_pairs(dolly_exported: ExportedDolly, hub:
 def test_a_draft_with_another_tokenizer_is_refused_with_the_clear_message(standins: StandIns, dolly_exported,
                                                                            tmp_path: Path) -> None:
     """A FastDraft repository that holds a GPT-NeoX model: downloaded fine, refused as a pair."""
-    from utils.pipelines import check_draft_folder
     from utils.model_check import TokenizerMismatchError
     from utils.model_fetch import get_model
+    from utils.pipelines import check_draft_folder
 
     repositories = hub_repositories(standins)
     repositories[PHI3_DRAFT.huggingface_id] = FakeRepository(

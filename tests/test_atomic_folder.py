@@ -10,9 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from utils.atomic_folder import (COMPLETE_MARKER, DIGEST_MAX_BYTES, FolderNotWritableError, atomic_folder,
-                                 damaged_files, folder_size_bytes, has_file_records, is_up_to_date, live_temporaries,
-                                 lock_path, read_marker, remove_stale_temporaries, require_writable, stale_temporaries)
+from utils.atomic_folder import (
+    COMPLETE_MARKER,
+    DIGEST_MAX_BYTES,
+    FolderNotWritableError,
+    atomic_folder,
+    damaged_files,
+    folder_size_bytes,
+    has_file_records,
+    is_up_to_date,
+    live_temporaries,
+    lock_path,
+    read_marker,
+    remove_stale_temporaries,
+    require_writable,
+    stale_temporaries,
+)
 from utils.paths import REPO_ROOT
 
 RECIPE = {"weight_format": "int4", "extra_args": ["--group-size", "64"]}

@@ -9,7 +9,7 @@ import pytest
 from utils.autotune import (
     K_KNOB,
     THRESHOLD_KNOB,
-    StepCostModel,
+    MeasuredStepTimes,
     Trial,
     TuneResult,
     autotune,
@@ -72,9 +72,9 @@ class FakeClock:
         return self.now
 
 
-def leviathan_model(cost_ratio: float) -> StepCostModel:
+def leviathan_model(cost_ratio: float) -> MeasuredStepTimes:
     """Leviathan's model: verification costs one main step whatever K."""
-    return StepCostModel(draft_step_ms=cost_ratio, main_step_ms=lambda tokens: 1.0)
+    return MeasuredStepTimes(draft_step_ms=cost_ratio, main_step_ms=lambda tokens: 1.0)
 
 
 def worlds(seed: int, count: int) -> list[SyntheticWorld]:
@@ -86,7 +86,7 @@ def worlds(seed: int, count: int) -> list[SyntheticWorld]:
 def test_pick_is_within_five_percent_of_the_full_sweep_on_many_synthetic_pairs(model_kind: str) -> None:
     trials_used = []
     for world in worlds(seed=2024, count=400):
-        cost_model = {"measured steps": StepCostModel(world.cost_ratio, world.main_step),
+        cost_model = {"measured steps": MeasuredStepTimes(world.cost_ratio, world.main_step),
                       "leviathan only": leviathan_model(world.cost_ratio),
                       "no model": None}[model_kind]
         result = autotune(world.measure(), CANDIDATES, cost_model=cost_model, budget_seconds=1e9)
@@ -101,7 +101,7 @@ def test_pick_is_within_five_percent_of_the_full_sweep_on_many_synthetic_pairs(m
 
 def test_the_model_prunes_hopeless_values() -> None:
     world = SyntheticWorld(0.3, 0.0, 0.4, jump_at=4, jump=2.0, slope=0.0, overhead=0.0)
-    result = autotune(world.measure(), CANDIDATES, cost_model=StepCostModel(0.4, world.main_step),
+    result = autotune(world.measure(), CANDIDATES, cost_model=MeasuredStepTimes(0.4, world.main_step),
                       budget_seconds=1e9)
     assert result.best_value == max(CANDIDATES, key=world.speedup)
     assert len(result.pruned) >= 5
@@ -111,7 +111,7 @@ def test_the_model_prunes_hopeless_values() -> None:
 
 def test_exact_model_predicts_the_truth() -> None:
     world = SyntheticWorld(0.7, 0.0, 0.2, jump_at=4, jump=1.8, slope=0.02, overhead=0.0)
-    model = StepCostModel(0.2, world.main_step)
+    model = MeasuredStepTimes(0.2, world.main_step)
     trials = [world.measure()(3)]
     predictions, acceptance = calibrated_predictions(CANDIDATES, trials, model)
     assert acceptance == pytest.approx(0.7, abs=1e-6)
@@ -171,7 +171,7 @@ def test_estimate_acceptance_inverts_tokens_per_pass() -> None:
 
 def test_result_round_trips_through_a_dict() -> None:
     world = SyntheticWorld(0.6, 0.01, 0.2, jump_at=4, jump=1.5, slope=0.0, overhead=0.1)
-    result = autotune(world.measure(), CANDIDATES, cost_model=StepCostModel(0.2, world.main_step), budget_seconds=1e9)
+    result = autotune(world.measure(), CANDIDATES, cost_model=MeasuredStepTimes(0.2, world.main_step), budget_seconds=1e9)
     again = TuneResult.from_dict(result.as_dict())
     assert again == result
     assert again.pruned == result.pruned
@@ -241,7 +241,7 @@ def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.M
     monkeypatch.setattr(sweeps, "measure_point", fake_measure_point)
     cache = ResultCache(tmp_path / "cache")
     prompts = [Prompt("a", "code", "Write code."), Prompt("b", "chat", "Hi?")]
-    model = StepCostModel(0.2, world.main_step)
+    model = MeasuredStepTimes(0.2, world.main_step)
     result = autotune_pair(pair, prompts, CANDIDATES, budget_seconds=600, cost_model=model, cache=cache,
                            progress=False)
     assert calls[0] == (1, 1, 1)  # one warm-up point on one prompt first
@@ -254,6 +254,6 @@ def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.M
 
 
 def test_cost_ratio_is_draft_step_over_one_token_main_step() -> None:
-    model = StepCostModel(draft_step_ms=5.0, main_step_ms=lambda tokens: 20.0 * tokens)
+    model = MeasuredStepTimes(draft_step_ms=5.0, main_step_ms=lambda tokens: 20.0 * tokens)
     assert model.cost_ratio == 0.25
-    assert model.verification_cost(3) == 4.0  # 4 tokens cost 4x one token here
+    assert model.verify_over_plain_step(3) == 4.0  # 4 tokens cost 4x one token here

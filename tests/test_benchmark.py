@@ -5,18 +5,18 @@ A benchmark, not a test of speed: nothing here asserts a timing.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from utils import benchmark
-from utils.pipelines import SpeculationSetupError
 from utils.input_checks import InputError
 from utils.model_check import ModelFolderError, TokenizerMismatchError
 from utils.paths import REPO_ROOT
+from utils.pipelines import SpeculationSetupError
 
 
 def plan(*argv: str):
@@ -73,14 +73,6 @@ def test_the_draft_precision_reaches_the_speculative_pipeline_only(offline_pair,
             benchmark.run_benchmark(replace(fast, settings=[
                 settings for settings in fast.settings if settings.mode == mode]))
         assert loaded[mode]["exact_main"] is False
-
-
-@pytest.fixture
-def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*_args, **_kwargs):
-        raise AssertionError("a model was loaded before the bad input was reported")
-
-    monkeypatch.setattr(benchmark, "load_pipeline", refuse)
 
 
 @pytest.mark.parametrize("argv, error, message", [
@@ -379,3 +371,28 @@ def test_best_lossless_by_task_takes_each_task_alone() -> None:
     changed = [replace(record, identical_to_plain=False) if record.mode != "plain" else record for record in records]
     assert best_lossless_by_task(changed) == {"code": None, "input_grounded": None}
     assert best_by_task_line(changed) == "best lossless per task: code: none; input_grounded: none"
+
+
+@pytest.mark.parametrize("seed", ["-1", str(benchmark.RNG_SEED_MAX + 1)])
+def test_a_seed_openvino_cannot_take_is_refused_first(seed: str, capsys, no_model_loading) -> None:
+    """Checked before anything else (no model folder needed), as a one-line usage error naming the range."""
+    with pytest.raises(InputError, match=rf"--seed must be an integer from 0 to {benchmark.RNG_SEED_MAX}, got {seed}"):
+        plan("--seed", seed, "--sample")
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(["--seed", seed, "--sample"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "--seed must be an integer from 0 to 18446744073709551615" in error
+    assert "Traceback" not in error and "TypeError" not in error
+
+
+def test_the_seed_range_is_what_generation_config_accepts() -> None:
+    import openvino_genai
+
+    config = openvino_genai.GenerationConfig()
+    for accepted in (0, benchmark.RNG_SEED_MAX):
+        config.rng_seed = accepted
+        assert config.rng_seed == accepted
+    for refused in (-1, benchmark.RNG_SEED_MAX + 1):
+        with pytest.raises(TypeError):
+            config.rng_seed = refused

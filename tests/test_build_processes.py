@@ -110,7 +110,7 @@ def test_two_builds_at_once_both_end_with_a_complete_folder(tiny_model: Path, tm
              "the first build's temporary folder")
     second = start_build(tiny_model, destination, mode)
     outputs = [process.communicate(timeout=600)[0] for process in (first, second)]
-    for process, output in zip((first, second), outputs):
+    for process, output in zip((first, second), outputs, strict=True):
         assert process.returncode == 0, output[-3000:]
     assert_complete_export(destination)
     assert temporaries(models) == []

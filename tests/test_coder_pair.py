@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from utils import coder_pair
-from utils.coder_pair import (SKIP_ENV, ChunkedGGUF, CoderPairError, assemble_gguf, chunk_paths,
-                              missing_pair_message, require_coder_pair)
+from utils import coder_pair, input_checks
+from utils.coder_pair import (
+    SKIP_ENV,
+    ChunkedGGUF,
+    CoderPairError,
+    assemble_gguf,
+    chunk_paths,
+    missing_pair_message,
+    require_coder_pair,
+)
 from utils.model_catalogue import QWEN_CODER_DRAFTS, QWEN_CODER_MAIN, get_pair
 
 CHUNK_COUNT = 11  # more than 9, so that sorting the names as text ("part10" < "part2") would be caught
@@ -233,9 +240,10 @@ def test_heartbeat_reports_a_long_step(capsys) -> None:
 def test_too_little_disk_is_refused_before_any_work(fake_chunked_gguf, tmp_models_dir: Path, monkeypatch) -> None:
     gguf, _ = fake_chunked_gguf
     monkeypatch.setitem(coder_pair.BUILD_DISK_BYTES, gguf.file_name, 5e9)
-    monkeypatch.setattr(coder_pair, "free_disk_bytes", lambda folder: int(1e9))
+    monkeypatch.setattr(input_checks, "free_disk_bytes", lambda folder: int(1e9))
     monkeypatch.setattr(coder_pair, "chunk_paths", lambda *_: pytest.fail("read chunks despite too little disk"))
-    with pytest.raises(CoderPairError, match=r"needs about 5.0 GB free .*\(only 1.0 GB") as error:
+    with pytest.raises(CoderPairError, match=rf"Not enough free disk space in {tmp_models_dir} to prepare "
+                                             rf"{gguf.file_name}: need about 5\.0 GB, 1\.0 GB free\.") as error:
         coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN,))
     assert f"{SKIP_ENV}=1" in str(error.value)
     assert list(tmp_models_dir.iterdir()) == []

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from utils.concurrency import batch_exactness, measure_concurrency
-from utils.pipelines import SpeculationSetupError
 from utils.generation import DecodingSettings
 from utils.model_catalogue import get_pair
 from utils.pipeline_pool import PipelinePool
+from utils.pipelines import SpeculationSetupError
 from utils.prompts import select_prompts
 from utils.result_cache import ResultCache
 from utils.sweeps import sweep_prompts

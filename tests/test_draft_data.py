@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from draft_standins import pattern_data
-from utils import draft_data as dd
 
+from utils import draft_data as dd
 
 
 def test_openers_are_steered_in_the_asked_share_and_deterministic() -> None:

@@ -9,7 +9,6 @@ from utils import draft_evaluation as dev
 from utils import draft_export as dx
 
 
-
 def test_verdicts_say_what_a_speedup_means_and_flag_noise() -> None:
     theory = [{"K": 1, "measured": 1.12, "a_K": 0.03, "with_verification_cost": 0.85},
               {"K": 2, "measured": 0.95, "a_K": 0.25, "with_verification_cost": 0.97},
@@ -22,8 +21,8 @@ def test_verdicts_say_what_a_speedup_means_and_flag_noise() -> None:
 
 def test_trimmed_draft_runs_in_openvino_genai_and_keeps_the_output(offline_pair, tmp_path: Path) -> None:
     """The main model with its output layer trimmed is a valid draft: GenAI loads it, output stays identical."""
-    from utils.pipelines import load_pipeline
     from utils.generation import DecodingSettings, run_prompt
+    from utils.pipelines import load_pipeline
 
     prompt = "Write a Python function that adds two numbers."
     plain = load_pipeline("plain", offline_pair.main, precision="f32")

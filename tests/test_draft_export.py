@@ -5,12 +5,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from draft_standins import VOCAB
+
 from utils import draft_export as dx
 from utils import draft_settings as ds
 from utils.atomic_folder import read_marker
-
 
 
 def test_trimmed_output_layer_keeps_the_used_logits_and_silences_the_rest(tmp_path: Path) -> None:

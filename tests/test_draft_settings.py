@@ -4,13 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from draft_standins import tiny_settings
+
 from utils import draft_data as dd
 from utils import draft_export as dx
 from utils import draft_settings as ds
 from utils import draft_train as dtr
-
 
 
 def test_settings_reject_bad_values_and_presets_exist() -> None:

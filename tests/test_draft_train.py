@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from draft_standins import VOCAB, pattern_data, tiny_main_config, tiny_settings  # noqa: E402
+
 from utils import draft_data as dd  # noqa: E402
 from utils import draft_model as dm  # noqa: E402
 from utils import draft_settings as ds  # noqa: E402
 from utils import draft_train as dtr  # noqa: E402
 from utils.atomic_folder import atomic_folder, read_marker  # noqa: E402
-
 
 
 def test_vocabulary_subset_round_trips_and_flags_missing_tokens() -> None:

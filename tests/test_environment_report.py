@@ -3,8 +3,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from utils.environment_report import (ISA_FEATURES, cpu_features, exact_match_advice, memory_and_disk,
-                                      openvino_devices, package_versions, parse_cpuinfo)
+from utils.environment_report import (
+    ISA_FEATURES,
+    cpu_features,
+    exact_match_advice,
+    memory_and_disk,
+    openvino_devices,
+    package_versions,
+    parse_cpuinfo,
+)
 
 CPUINFO_SAMPLE = """\
 processor\t: 0
@@ -68,9 +75,12 @@ def test_openvino_lists_the_cpu_with_its_precision() -> None:
 def test_exact_match_advice_branches() -> None:
     bf16 = exact_match_advice([{"device": "GPU", "default_precision": "f16"},
                                {"device": "CPU", "default_precision": "bf16"}])
-    assert "bf16" in bf16 and "INFERENCE_PRECISION_HINT='f32'" in bf16
+    assert "bf16 by default" in bf16
     f32 = exact_match_advice([{"device": "CPU", "default_precision": "f32"}])
     assert "f32 by default" in f32 and "bf16" not in f32
+    for advice in (bf16, f32):  # an exact main model needs all three settings, whatever the default precision
+        assert all(setting in advice for setting in ("INFERENCE_PRECISION_HINT='f32'",
+                                                     "DYNAMIC_QUANTIZATION_GROUP_SIZE=0", "KV_CACHE_PRECISION='f32'"))
     # only the CPU entry counts: a bf16 GPU does not change the CPU advice
     assert exact_match_advice([{"device": "GPU", "default_precision": "bf16"},
                                {"device": "CPU", "default_precision": "f32"}]) == f32
@@ -80,4 +90,4 @@ def test_exact_match_advice_for_this_machine() -> None:
     devices = openvino_devices()
     advice = exact_match_advice(devices)
     cpu_precision = next(d["default_precision"] for d in devices if d["device"] == "CPU")
-    assert ("INFERENCE_PRECISION_HINT" in advice) == (cpu_precision == "bf16")
+    assert ("bf16 by default" in advice) == (cpu_precision == "bf16") and "KV_CACHE_PRECISION" in advice

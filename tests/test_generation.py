@@ -11,13 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from utils.pipelines import (DEFAULT_MAX_NGRAM_SIZE, DEFAULT_NUM_ASSISTANT_TOKENS, SpeculationSetupError,
-                             check_draft_folder, device_properties, load_pipeline,
-                             main_model_properties)
-from utils.generation import (DecodingSettings, GenerationRecord, compare_with_plain, measure_runners,
-                              measure_side_by_side, median_of_runs, run_prompt)
+from utils.generation import (
+    DecodingSettings,
+    GenerationRecord,
+    compare_with_plain,
+    measure_runners,
+    measure_side_by_side,
+    median_of_runs,
+    run_prompt,
+)
 from utils.generation_reports import format_table, summarise
 from utils.model_check import ModelFolderError, TokenizerMismatchError
+from utils.pipelines import (
+    DEFAULT_MAX_NGRAM_SIZE,
+    DEFAULT_NUM_ASSISTANT_TOKENS,
+    SpeculationSetupError,
+    check_draft_folder,
+    device_properties,
+    load_pipeline,
+    main_model_properties,
+)
 from utils.prompts import Prompt, get_prompt
 from utils.step_streamer import StepRecorder, split_into_steps, step_segments, steps_to_html
 
@@ -187,9 +200,9 @@ def test_missing_draft_folder_is_refused(tmp_path: Path, offline_pair, no_model_
 
 
 def test_mismatched_tokenizer_is_refused(tmp_path: Path, offline_pair, no_model_loading) -> None:
-    from utils.tokenizer_mismatch_demo import make_mismatched_draft
-
     import openvino_genai  # the tokenizer check itself may load tokenizers, just not models
+
+    from utils.tokenizer_mismatch_demo import make_mismatched_draft
     del openvino_genai
     mismatched = make_mismatched_draft(offline_pair.draft, tmp_path / "int4-mismatched")
     with pytest.raises(TokenizerMismatchError, match="same model family"):

@@ -5,13 +5,17 @@ with the project's default scheduler budget (the trap of notebook 05 with OpenVI
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-from utils.pipelines import (DEFAULT_MAX_NUM_BATCHED_TOKENS, LoadedPipeline, SpeculationSetupError, load_pipeline,
-                             make_scheduler_config)
 from utils.generation import DecodingSettings, run_prompt
+from utils.pipelines import (
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    LoadedPipeline,
+    SpeculationSetupError,
+    load_pipeline,
+    make_scheduler_config,
+)
 from utils.prompts import select_prompts
 
 # --- settings ---------------------------------------------------------------------------------------------------
@@ -150,5 +154,5 @@ def test_eight_concurrent_speculative_requests_equal_plain_decoding(offline_pair
     alone = {text: generate(plain_f32, [text], plain_settings)[0] for text in prompts}
     batch = generate(speculative, texts, spec_settings)
     assert len(batch) == 8
-    differing = [index for index, (got, text) in enumerate(zip(batch, texts)) if got != alone[text]]
+    differing = [index for index, (got, text) in enumerate(zip(batch, texts, strict=True)) if got != alone[text]]
     assert differing == [], f"requests {differing} differ from plain decoding of the same prompt alone"

@@ -7,6 +7,8 @@ from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT, build_tokenizer, read_gguf
 from utils.model_check import openvino_token_ids
 from utils.offline_pair import gguf_path, openvino_gguf_token_ids
 
+pytestmark = pytest.mark.models  # reads the offline model's GGUF and runs OpenVINO GenAI on it
+
 TEXTS = [
     TOKENIZER_TEST_TEXT,
     "Hello world\nfoo",
@@ -65,7 +67,7 @@ def test_digits_are_split_one_by_one(rebuilt) -> None:
 
 def test_every_control_token_is_one_special_token(rebuilt, gguf_fields: dict) -> None:
     control = [(index, token) for index, (token, kind) in
-               enumerate(zip(gguf_fields["tokens"], gguf_fields["token_types"])) if kind == 3]
+               enumerate(zip(gguf_fields["tokens"], gguf_fields["token_types"], strict=True)) if kind == 3]
     assert len(control) == 17
     for index, token in control:
         assert rebuilt(f"a{token}b", add_special_tokens=False)["input_ids"] == [

@@ -8,8 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from utils.input_checks import (InputError, as_integer, as_probability, available_devices, check_device,
-                                check_prompt_fits, check_text, check_writable_file, context_length)
+from utils.input_checks import (
+    InputError,
+    as_integer,
+    as_probability,
+    available_devices,
+    check_device,
+    check_prompt_fits,
+    check_text,
+    check_writable_file,
+    context_length,
+)
 
 
 def one_line(error: pytest.ExceptionInfo) -> str:
@@ -139,3 +148,45 @@ def test_an_unwritable_folder_is_refused(tmp_path: Path) -> None:
         locked.mkdir(mode=0o500)
         with pytest.raises(InputError, match="cannot be written"):
             check_writable_file(locked / "bench.json", "--json")
+
+
+def test_as_integer_upper_bound() -> None:
+    from utils.input_checks import as_integer
+
+    assert as_integer(9, "--seed", minimum=0, maximum=9) == 9
+    with pytest.raises(InputError, match=r"^--seed must be an integer from 0 to 9, got 10\.$"):
+        as_integer(10, "--seed", minimum=0, maximum=9)
+    with pytest.raises(InputError, match=r"from 0 to 9, got -1\. Pick another\.$"):
+        as_integer(-1, "--seed", minimum=0, maximum=9, advice="Pick another.")
+    with pytest.raises(InputError, match=r"^n must be an integer <= 3, got 4\.$"):
+        as_integer(4, "n", maximum=3)
+
+
+def test_free_disk_bytes_measures_the_nearest_existing_folder(tmp_path: Path) -> None:
+    import shutil
+
+    from utils.input_checks import free_disk_bytes, nearest_existing
+
+    assert nearest_existing(tmp_path / "not" / "yet") == tmp_path
+    assert free_disk_bytes(tmp_path / "not" / "yet") == pytest.approx(shutil.disk_usage(tmp_path).free, rel=0.01)
+
+
+def test_require_free_disk_says_what_is_needed_and_free_and_what_to_do(tmp_path: Path, monkeypatch) -> None:
+    from utils import input_checks
+    from utils.input_checks import InsufficientDiskError, require_free_disk
+
+    monkeypatch.setattr(input_checks, "free_disk_bytes", lambda folder: 2_000_000_000)
+    require_free_disk(tmp_path / "models", 1.8e9)  # 1.98 GB with the 10% margin: fits
+    with pytest.raises(InsufficientDiskError) as error:
+        require_free_disk(tmp_path / "models", 1.9e9, what="to download X")  # 2.09 GB with the margin
+    message = str(error.value)
+    assert message == (f"Not enough free disk space in {tmp_path} to download X: need about 2.1 GB, 2.0 GB free. "
+                       "Free some space or move the models folder with SPECDEC_MODELS_DIR.")
+    assert isinstance(error.value, OSError)
+
+    class OwnError(RuntimeError):
+        pass
+
+    with pytest.raises(OwnError, match=r"need about 3\.0 GB, 2\.0 GB free\. Or set SKIP=1\.$"):
+        require_free_disk(tmp_path, 3e9, margin=1.0, advice="Or set SKIP=1.", error=OwnError)
+    require_free_disk(tmp_path, 2e9, margin=1.0, error=OwnError)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 import sys
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -84,9 +84,11 @@ def test_step_costs_relate_passes_to_a_plain_step() -> None:
     assert (row["backend"], row["draft"], row["prompt"]) == ("IPEX-LLM", "INT4 copy", "p")
 
 
-def test_write_json_accepts_dataclasses(tmp_path: Path) -> None:
+def test_speculation_stats_can_be_written_as_json(tmp_path: Path) -> None:
+    from utils.result_files import write_json
+
     stats = ss.read_speculation_stats(IPEX_COUNTERS)
-    path = compare.write_json(tmp_path / "deep" / "stats.json", {"stats": stats})
+    path = write_json(tmp_path / "deep" / "stats.json", {"stats": stats})
     assert json.loads(path.read_text())["stats"]["accepted"] == 5
 
 

@@ -15,11 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from utils import ipex_legacy_view as lv
 from utils import ipex_comparisons as compare
+from utils import ipex_legacy_view as lv
 from utils import ipex_self_speculation as ss
 from utils.paths import REPO_ROOT
-
 
 # --------------------------------------------------------------------------- folder translation for transformers 4.37
 
@@ -349,6 +348,7 @@ def test_module_imports_without_ipex_llm_or_openvino() -> None:
 # --------------------------------------------------------------------------- the real IPEX-LLM, on a tiny model
 
 
+@pytest.mark.models  # a real IPEX-LLM run
 def test_statistics_from_a_real_ipex_llm_run(tmp_path: Path) -> None:
     """IPEX-LLM itself (its environment, `tests/ipex_tiny_model_work.py`) on a tiny random Llama: the counters
     exist under the names read_speculation_stats reads, and the derived figures follow utils.decoding_metrics."""
@@ -370,7 +370,7 @@ def test_statistics_from_a_real_ipex_llm_run(tmp_path: Path) -> None:
     assert stats["drafted"] == raw["n_drafted"] == sum(raw["draft_num"]) > 0
     assert stats["accepted"] == raw["n_matched"] == sum(raw["accept_num"]) - len(raw["accept_num"])
     assert stats["tokens_per_step"] == raw["accept_num"] and stats["drafted_per_step"] == raw["draft_num"]
-    assert all(1 <= added <= drafted + 1 for added, drafted in zip(raw["accept_num"], raw["draft_num"]))
+    assert all(1 <= added <= drafted + 1 for added, drafted in zip(raw["accept_num"], raw["draft_num"], strict=True))
     assert len(result["speculative_ids"]) == len(result["plain_ids"]) == max_new_tokens == raw["n_token_generated"]
     assert sum(stats["main_pass_steps"]) == max_new_tokens and stats["main_pass_steps"][0] == 1  # prefill first
     assert stats["acceptance_rate"] == pytest.approx(decoding_metrics.acceptance_rate(raw["n_matched"], raw["n_drafted"]))

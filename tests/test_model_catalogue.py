@@ -14,10 +14,14 @@ def spec(weight_format: str, parameters: float = 1e9, **extra) -> ModelSpec:
                      weight_format=weight_format, **extra)
 
 
-def test_known_pairs() -> None:
-    assert {"offline", "dolly-v2", "phi-3"} <= set(PAIRS)
+def test_pairs_are_found_by_their_own_name_and_never_share_a_folder_by_accident() -> None:
+    """A pair registered under another name, or two different models with one folder name, would mix up models."""
+    folders: dict[str, ModelSpec] = {}
     for name, pair in PAIRS.items():
         assert get_pair(name) is pair and pair.name == name
+        for spec in (pair.main, pair.draft, *pair.alternative_drafts.values()):
+            other = folders.setdefault(spec.folder_name, spec)
+            assert other is spec or other == spec, f"{spec.folder_name} names two different models"
 
 
 def test_unknown_pair_lists_the_known_ones() -> None:

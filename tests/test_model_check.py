@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 
 from utils.atomic_folder import atomic_folder, is_up_to_date, read_marker
-from utils.model_check import (REQUIRED_OPENVINO_FILES, ModelFolderError, TokenizerMismatchError, check_model_folder,
-                               check_pair, is_complete, openvino_token_ids)
+from utils.model_check import (
+    REQUIRED_OPENVINO_FILES,
+    ModelFolderError,
+    TokenizerMismatchError,
+    check_model_folder,
+    check_pair,
+    is_complete,
+    openvino_token_ids,
+)
 from utils.tokenizer_mismatch_demo import TOKENIZER_FILES, make_mismatched_draft, truncated_merges_tokenizer_json
 
 SHORT_TEXT = "Speculative decoding lets a small draft propose tokens."

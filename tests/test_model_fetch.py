@@ -15,9 +15,21 @@ import pytest
 from utils import model_fetch
 from utils.atomic_folder import atomic_folder
 from utils.model_catalogue import BYTES_PER_WEIGHT, DOLLY_3B, PHI3_DRAFT, PHI3_MAIN
-from utils.model_fetch import (HubUnreachableError, InsufficientDiskError, ModelNotOnHubError, can_reach,
-                               checkpoint_bytes, download_from_huggingface, download_from_modelscope,
-                               export_disk_bytes, export_from_hub, get_model, modelscope_bytes, require_free_disk)
+from utils.model_check import is_complete
+from utils.model_fetch import (
+    HubUnreachableError,
+    InsufficientDiskError,
+    ModelNotOnHubError,
+    can_reach,
+    checkpoint_bytes,
+    download_from_huggingface,
+    download_from_modelscope,
+    export_disk_bytes,
+    export_from_hub,
+    get_model,
+    modelscope_bytes,
+    require_free_disk,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hub_server import FakeHub, FakeRepository  # noqa: E402
@@ -133,7 +145,7 @@ def test_export_from_hub_checks_disk_for_the_checkpoint_it_will_download(tmp_mod
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[float] = []
 
-    def refuse(folder: Path, needed_bytes: float) -> None:
+    def refuse(folder: Path, needed_bytes: float, **_options) -> None:
         asked.append(needed_bytes)
         raise InsufficientDiskError("refused by the test")
 
@@ -160,7 +172,7 @@ def test_require_free_disk(tmp_path: Path) -> None:
     with pytest.raises(InsufficientDiskError) as error:
         require_free_disk(tmp_path / "models", 1e18)
     message = str(error.value)
-    assert "1000000000.0 GB" in message and "SPECDEC_MODELS_DIR" in message and str(tmp_path) in message
+    assert "1100000000.0 GB" in message and "SPECDEC_MODELS_DIR" in message and str(tmp_path) in message
 
 
 def test_get_model_refuses_a_source_the_model_lacks(unreachable_hubs: str, tmp_models_dir: Path) -> None:
@@ -222,6 +234,7 @@ def hung_hubs(monkeypatch) -> str:
 
 @pytest.mark.parametrize("spec, source", [(PHI3_DRAFT, "huggingface"), (PHI3_MAIN, "modelscope"), (DOLLY_3B, "export")],
                          ids=["huggingface", "modelscope", "export"])
+@pytest.mark.standins  # waits out a silent stand-in hub
 def test_get_model_does_not_hang_on_a_hub_that_never_answers(hung_hubs: str, tmp_models_dir: Path, spec,
                                                              source) -> None:
     with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
@@ -235,3 +248,58 @@ def test_get_model_does_not_hang_on_a_hub_that_never_answers(hung_hubs: str, tmp
 def test_the_reachability_check_sees_a_silent_server(hung_hubs: str) -> None:
     assert can_reach(hung_hubs) is True  # the connection opens...
     assert "did not answer" in model_fetch.hub_answer_problem(hung_hubs, timeout_s=1.0)  # ...but nothing comes back
+
+
+STALLED_FILE = "openvino_model.bin"
+STALLED_REPOSITORY = {"config.json": b"{}", "openvino_tokenizer.xml": b"<net/>", STALLED_FILE: b"w" * 300_000}
+
+
+def test_modelscope_download_limits_are_set_inside_and_restored_after() -> None:
+    import importlib
+
+    modules = {name: importlib.import_module(module) for module, name in model_fetch.MODELSCOPE_SETTINGS}
+    before = {name: getattr(module, name) for name, module in modules.items()}
+    assert before == {"DOWNLOAD_TIMEOUT": 60, "DOWNLOAD_RETRY_TIMES": 5}  # modelscope_hub's defaults, no env set
+    with model_fetch.modelscope_download_limits(read_timeout_s=1.5, retries=0):
+        assert {name: getattr(module, name) for name, module in modules.items()} == {
+            "DOWNLOAD_TIMEOUT": 1.5, "DOWNLOAD_RETRY_TIMES": 0}
+    assert {name: getattr(module, name) for name, module in modules.items()} == before
+    with pytest.raises(RuntimeError), model_fetch.modelscope_download_limits(read_timeout_s=1.5, retries=0):
+        raise RuntimeError("restored on an error too")
+    assert {name: getattr(module, name) for name, module in modules.items()} == before
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_modelscope_download_that_stalls_gives_up_with_a_clear_error(tmp_models_dir: Path, monkeypatch,
+                                                                       retries: int) -> None:
+    """The hub sends part of a file and then nothing: the download ends within its bounds, leaving nothing."""
+    read_timeout_s = 1.5
+    destination = tmp_models_dir / "tiny-ov"
+    with FakeModelScope({"OpenVINO/tiny": STALLED_REPOSITORY}, stall_after={STALLED_FILE: 100_000}) as modelscope:
+        monkeypatch.setenv("MODELSCOPE_DOMAIN", modelscope.url)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+            download_from_modelscope("OpenVINO/tiny", destination, 1e6, read_timeout_s=read_timeout_s,
+                                     retries=retries)
+        url = modelscope.url
+    attempts = [path for method, path in modelscope.requests if method == "GET" and STALLED_FILE in path]
+    assert len(attempts) == retries + 1, (str(error.value), modelscope.requests)  # the bounds ended it
+    # each attempt waits read_timeout_s, each retry a back-off of at most 2 s; the rest is start-up
+    assert read_timeout_s * (retries + 1) <= watch.seconds < (read_timeout_s + 2.0) * (retries + 1) + 10.0
+    message = str(error.value)
+    assert "\n" not in message and "ModelScope" in message and url in message
+    assert f"downloading OpenVINO/tiny failed: no data for 2 s in each of {retries + 1} attempts" in message
+    assert "PAIR = 'offline'" in message and "run it again later" in message
+    assert not destination.exists() and not is_complete(destination)
+    assert [path.name for path in tmp_models_dir.iterdir() if not path.name.endswith(".lock")] == []
+
+
+def test_the_default_modelscope_bounds_are_the_hubs() -> None:
+    """By default a stalled file costs what it costs on the Hugging Face path: READ_TIMEOUT_S per attempt, one retry."""
+    import inspect
+
+    defaults = {name: parameter.default
+                for name, parameter in inspect.signature(download_from_modelscope).parameters.items()}
+    assert defaults["read_timeout_s"] == model_fetch.READ_TIMEOUT_S == 10.0
+    assert defaults["retries"] == model_fetch.MODELSCOPE_DOWNLOAD_RETRIES == 1
+    assert defaults["read_timeout_s"] * (defaults["retries"] + 1) + 2.0 < 60.0  # measured: 26 s (394 s before)

@@ -16,8 +16,11 @@ from utils.notebook_outputs import (
     WIDGET_VIEW_MIME,
     clean_outputs,
     code_fingerprint,
+    environment_fingerprint,
     main,
+    source_fingerprints,
     stale_reason,
+    utils_dependencies,
 )
 from utils.paths import REPO_ROOT
 
@@ -30,7 +33,9 @@ def executed_notebook(*sources: str) -> nbformat.NotebookNode:
                             metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
     for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
         cell.execution_count = number + 1
-    notebook.metadata[REFERENCE_RUN_KEY] = {"code_fingerprint": code_fingerprint(notebook)}
+    notebook.metadata[REFERENCE_RUN_KEY] = {"code_fingerprint": code_fingerprint(notebook),
+                                            "utils_sources": source_fingerprints(notebook),
+                                            "environment_fingerprint": environment_fingerprint()}
     return notebook
 
 
@@ -95,6 +100,72 @@ def test_check_command_reports_stale(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "stale.ipynb: stale: its code cells changed" in capsys.readouterr().out
 
 
+def small_repository(root: Path) -> Path:
+    """A repository with a utils package: a imports b lazily inside a function, b imports c relatively; d is unused."""
+    package = root / "utils"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text('"""The package."""\n')
+    (package / "a.py").write_text("def f():\n    from utils.b import g\n    return g()\n")
+    (package / "b.py").write_text("from .c import h\n\n\ndef g():\n    return h() + 1\n")
+    (package / "c.py").write_text("import json\n\n\ndef h():\n    return 1\n")
+    (package / "d.py").write_text("x = 1\n")
+    (package / "data" / "table.json").write_text("{}\n")
+    (root / "requirements.lock").write_text("numpy==2.4.6\n")
+    return root
+
+
+def fingerprinted(root: Path, *sources: str) -> nbformat.NotebookNode:
+    notebook = executed_notebook(*sources)
+    notebook.metadata[REFERENCE_RUN_KEY].update(utils_sources=source_fingerprints(notebook, root),
+                                                environment_fingerprint=environment_fingerprint(root))
+    return notebook
+
+
+def test_dependencies_follow_lazy_and_relative_imports_through_magics(tmp_path: Path) -> None:
+    root = small_repository(tmp_path)
+    files = utils_dependencies(["%matplotlib inline\nfrom utils.a import f\n!ls"], root)
+    assert [path.relative_to(root).as_posix() for path in files] == [
+        "utils/__init__.py", "utils/a.py", "utils/b.py", "utils/c.py"]
+    assert utils_dependencies(["import json\nprint(1)"], root) == []
+    assert [p.name for p in utils_dependencies(["from utils import d"], root)] == ["__init__.py", "d.py"]
+
+
+def test_a_changed_line_in_a_module_the_notebook_uses_makes_it_stale(tmp_path: Path, monkeypatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The check sees a module reached only through another module's lazy import, and ignores unused ones."""
+    import utils.notebook_outputs as notebook_outputs
+
+    root = small_repository(tmp_path)
+    monkeypatch.setattr(notebook_outputs, "REPO_ROOT", root)
+    path = tmp_path / "uses-a.ipynb"
+    nbformat.write(fingerprinted(root, "from utils.a import f\nf()"), path)
+    assert main(["--check", str(path)]) == 0
+    (root / "utils" / "d.py").write_text("x = 2\n")  # not imported by the notebook: still fresh
+    assert main(["--check", str(path)]) == 0
+    capsys.readouterr()
+    (root / "utils" / "c.py").write_text("import json\n\n\ndef h():\n    return 2\n")
+    assert main(["--check", str(path)]) == 1
+    assert "uses-a.ipynb: stale: utils code it runs changed after its outputs were made: utils/c.py" in (
+        capsys.readouterr().out)
+
+
+def test_changed_data_or_pinned_environment_makes_it_stale(tmp_path: Path) -> None:
+    root = small_repository(tmp_path)
+    notebook = fingerprinted(root, "from utils.a import f")
+    assert stale_reason(notebook, root) is None
+    (root / "utils" / "data" / "table.json").write_text('{"a": 1}\n')
+    assert "utils/data/table.json" in stale_reason(notebook, root)
+    notebook = fingerprinted(root, "from utils.a import f")
+    (root / "requirements.lock").write_text("numpy==2.4.7\n")
+    assert "pinned environment" in stale_reason(notebook, root)
+
+
+def test_outputs_made_before_source_fingerprints_are_stale() -> None:
+    notebook = executed_notebook("x = 1")
+    del notebook.metadata[REFERENCE_RUN_KEY]["utils_sources"]
+    assert "recorded no fingerprints" in stale_reason(notebook)
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
 def test_committed_outputs_are_fresh(notebook: Path) -> None:
     content = nbformat.read(notebook, as_version=4)
@@ -122,6 +193,7 @@ def run_nbval(notebook: Path) -> subprocess.CompletedProcess:
                           cwd=notebook.parent, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.notebooks  # runs nbval on a notebook
 def test_nbval_fails_when_a_checked_output_was_altered(tmp_path: Path) -> None:
     """The comparison bites: the setup notebook passes as committed and fails with one checked output changed."""
     source = REPO_ROOT / "notebooks" / "00-setup-and-environment-check.ipynb"

@@ -49,10 +49,12 @@ def test_there_are_notebooks() -> None:
     assert NOTEBOOKS, f"no notebooks in {NOTEBOOK_FOLDER}"
 
 
+@pytest.mark.notebooks  # collects the whole test command
 def test_unit_tests_are_collected_too(collected_ids: list[str]) -> None:
     assert any(test_id.startswith(f"tests/{Path(__file__).name}::") for test_id in collected_ids)
 
 
+@pytest.mark.notebooks  # collects the whole test command
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=notebook_ids())
 def test_notebook_is_collected_by_the_test_command(notebook: Path, collected_ids: list[str]) -> None:
     cells = [test_id for test_id in collected_ids if test_id.startswith(relative(notebook) + "::")]

@@ -24,6 +24,7 @@ def test_command_for_a_local_folder_adds_the_task_and_extra_args() -> None:
                            "--task", "text-generation-with-past", "--group-size", "64", "/models/out"]
 
 
+@pytest.mark.standins  # runs optimum-cli
 def test_failed_export_raises_with_the_log_tail_and_leaves_nothing(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # never reach for the network, whatever optimum does
     broken_model = tmp_path / "broken-hf-folder"

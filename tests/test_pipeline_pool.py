@@ -5,9 +5,10 @@ import dataclasses
 
 import pytest
 
-from utils.pipelines import SpeculationSetupError
+from utils.input_checks import InputError
 from utils.model_catalogue import ModelPair, get_pair
-from utils.pipeline_pool import PipelinePool, PipelineSpec
+from utils.pipeline_pool import BoundedPipelines, PipelinePool, PipelineSpec
+from utils.pipelines import SpeculationSetupError
 
 
 def test_pipeline_specs(fake_pair: ModelPair) -> None:
@@ -48,9 +49,41 @@ def test_pool_loads_once_keeps_plain_and_evicts_the_rest(fake_pair: ModelPair, m
     assert pool.get(int8) == int8  # evicts the default draft's pipeline, keeps plain
     pool.get(plain)
     assert loads == [plain, PipelineSpec(), int8]
+    assert pool.evictions == [f"Freed the {PipelineSpec().label} pipeline to make room for the {int8.label} pipeline "
+                              "(at most 2 kept in memory)."]
     pool.release()
     pool.get(plain)
     assert loads[-1] == plain and len(loads) == 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    mode: str
+    name: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} {self.name}"
+
+
+def test_bounded_pipelines_free_the_least_recently_used_and_say_so() -> None:
+    loads, said = [], []
+    cache = BoundedPipelines(lambda key: loads.append(key) or f"loaded {key.label}", keep=3, on_evict=said.append)
+    plain, a, b, c = Key("plain", "p"), Key("speculative", "a"), Key("prompt_lookup", "b"), Key("speculative", "c")
+    for key in (plain, a, b, a):  # a used again: b is now the least recently used speculative one
+        assert cache.get(key) == f"loaded {key.label}"
+    assert loads == [plain, a, b] and cache.loads == 3 and cache.evictions == []
+    cache.get(c)
+    assert cache.keys() == [plain, a, c] and b not in cache and len(cache) == 3
+    assert cache.evictions == said == [
+        "Freed the prompt_lookup b pipeline to make room for the speculative c pipeline (at most 3 kept in memory)."]
+    only_plain = BoundedPipelines(lambda key: key.name, keep=2)
+    first, second, third = Key("plain", "1"), Key("plain", "2"), Key("plain", "3")
+    for key in (first, second, first, third):  # all plain: the least recently used one goes
+        only_plain.get(key)
+    assert only_plain.keys() == [first, third] and "plain 2 pipeline" in only_plain.evictions[0]
+    with pytest.raises(InputError, match="keep must be an integer >= 1"):
+        BoundedPipelines(lambda key: key, keep=0)
 
 
 def test_loaded_pipelines_compute_token_probabilities(offline_pair) -> None:

@@ -1,20 +1,38 @@
 """The playground's widgets driven as a learner would: set values, call the click handlers, read what they show.
 
-The generation tests run the real offline pair (SmolLM2-135M, a few tokens).
+Bad settings, a prompt too long for the context and the bounded cache are tested with fake folders and a
+loader that counts (no model); the generation tests run the real offline pair (SmolLM2-135M, a few tokens).
 """
 from __future__ import annotations
 
 import html
+import json
 import re
+import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from utils import playground_choice as choice_module
 from utils.device_picker import available_devices, default_device, device_picker
-from utils.pipelines import SpeculationSetupError, load_pipeline
 from utils.formula_explorer import MeasuredPoint, build_formula_explorer, measured_points
-from utils.playground import (LiveCounters, PipelineCache, PlaygroundChoice, TimedRun, build_playground, check_prompt,
-                              replay_events)
+from utils.input_checks import InputError, context_length
+from utils.model_catalogue import PAIRS, ModelPair
+from utils.pipelines import SpeculationSetupError, load_pipeline
+from utils.playground import LiveCounters, TimedRun, build_playground, replay_events
+from utils.playground_choice import (
+    K_RANGE,
+    MAX_NEW_TOKENS_RANGE,
+    PRECISIONS,
+    THRESHOLD_MAX,
+    PipelineCache,
+    PlaygroundChoice,
+    PromptTokens,
+    check_prompt,
+    load_tokenizer,
+)
 from utils.speedup_model import break_even_acceptance, predicted_speedup
 from utils.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR
 
@@ -144,6 +162,169 @@ def test_impossible_settings_are_a_message() -> None:
     assert "The race compares plain decoding with speculation" in playground.message.value
 
 
+# --------------------------------------------------------------------------- settings out of range, never clamped
+
+# (keyword of build_playground / PlaygroundChoice, bad value, what the message must say)
+OUT_OF_RANGE = [
+    ("k", K_RANGE[0] - 1, f"K must be from {K_RANGE[0]} to {K_RANGE[1]}"),
+    ("k", K_RANGE[1] + 90, f"K must be from {K_RANGE[0]} to {K_RANGE[1]}"),
+    ("k", 2.5, f"K must be an integer, got 2.5. Choose a whole number from {K_RANGE[0]} to {K_RANGE[1]}"),
+    ("threshold", THRESHOLD_MAX + 0.55, f"threshold must be a number from 0 to {THRESHOLD_MAX}"),
+    ("threshold", -0.2, f"threshold must be a number from 0 to {THRESHOLD_MAX}"),
+    ("threshold", "0.4", f"threshold must be a number from 0 to {THRESHOLD_MAX}"),
+    ("max_new_tokens", 0, f"max_new_tokens must be from {MAX_NEW_TOKENS_RANGE[0]} to {MAX_NEW_TOKENS_RANGE[1]}"),
+    ("max_new_tokens", MAX_NEW_TOKENS_RANGE[1] + 1, f"max_new_tokens must be from {MAX_NEW_TOKENS_RANGE[0]} to"),
+    ("pair", "no-such-pair", "pair 'no-such-pair' is not a known model pair: choose one of 'offline'"),
+]
+
+
+class FailingLoader:
+    """A pipeline loader that records each call and fails: a test that reaches it has loaded too early."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __call__(self, mode, main_dir, device, **options):
+        self.calls.append((mode, Path(main_dir), device))
+        raise RuntimeError(f"the test loader was asked for a {mode} pipeline")
+
+
+@pytest.mark.parametrize(("name", "value", "message"), OUT_OF_RANGE)
+def test_build_playground_refuses_out_of_range_settings_before_any_widget(
+        name: str, value, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # making a widget would now raise ImportError
+    loader = FailingLoader()
+    with pytest.raises(InputError, match=re.escape(message)) as raised:
+        build_playground(object(), cache=PipelineCache(loader), **{name: value})
+    assert "\n" not in str(raised.value) and ("choose" in str(raised.value).lower())
+    assert loader.calls == []
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("mode", "speculative", "mode must be one of 'plain', 'draft model', 'prompt lookup' (the Mode buttons)"),
+    ("precision", "fp64", f"precision must be one of {', '.join(map(repr, PRECISIONS))}")])
+def test_build_playground_refuses_unknown_options(name: str, value: str, message: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    with pytest.raises(InputError, match=re.escape(message)):
+        build_playground(object(), **{name: value})
+
+
+@pytest.mark.parametrize(("name", "value", "message"), OUT_OF_RANGE)
+@pytest.mark.parametrize("mode", ["plain", "speculative", "prompt_lookup"])
+def test_a_choice_built_in_code_is_checked_too(name: str, value, message: str, mode: str) -> None:
+    with pytest.raises(InputError, match=re.escape(message)):
+        PlaygroundChoice("hi", mode=mode, **{name: value}).settings()
+
+
+def test_the_sliders_are_built_from_the_checked_ranges() -> None:
+    playground = build_playground(device_picker(), k=K_RANGE[1], threshold=THRESHOLD_MAX,
+                                  max_new_tokens=MAX_NEW_TOKENS_RANGE[0])
+    controls = playground.controls
+    assert (controls["k"].min, controls["k"].max) == K_RANGE
+    assert (controls["threshold"].min, controls["threshold"].max) == (0.0, THRESHOLD_MAX)
+    assert (controls["max_new_tokens"].min, controls["max_new_tokens"].max) == MAX_NEW_TOKENS_RANGE
+    assert tuple(controls["precision"].options) == PRECISIONS
+    choice = playground.choice()  # the edges of the ranges are accepted as given
+    assert (choice.k, choice.threshold, choice.max_new_tokens) == (K_RANGE[1], THRESHOLD_MAX, MAX_NEW_TOKENS_RANGE[0])
+    assert choice.settings().assistant_confidence_threshold == THRESHOLD_MAX
+
+
+def test_an_out_of_range_choice_is_a_message_and_loads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    loader = FailingLoader()
+    playground = build_playground(device_picker(), cache=PipelineCache(loader))
+    bad = PlaygroundChoice(playground.choice().prompt, k=0)
+    monkeypatch.setattr(playground, "choice", lambda: bad)
+    for click in (playground.on_generate_click, playground.on_race_click):
+        click()
+        playground.wait()
+        assert playground.last_error.startswith("InputError: K must be from")
+        assert "K must be from" in visible_text(playground.message.value)
+    assert loader.calls == [] and playground.cache.loads == 0
+
+
+# --------------------------------------------------------------------------- a prompt too long, before any load
+
+
+class FakeTokenizer:
+    """One token per word; no chat template."""
+
+    chat_template = ""
+
+    def encode(self, text: str) -> SimpleNamespace:
+        return SimpleNamespace(input_ids=SimpleNamespace(get_shape=lambda: [1, len(text.split())]))
+
+
+@pytest.fixture
+def short_context_pair(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> ModelPair:
+    """The fake pair as pair "fake", its main model with a 64-token context."""
+    (fake_pair.main.path / "config.json").write_text(json.dumps({"max_position_embeddings": 64}))
+    monkeypatch.setitem(PAIRS, "fake", fake_pair)
+    return fake_pair
+
+
+@pytest.mark.parametrize("click", ["on_generate_click", "on_race_click"])
+def test_a_prompt_too_long_is_refused_before_any_pipeline_loads(short_context_pair: ModelPair, click: str) -> None:
+    loader, tokenizers = FailingLoader(), []
+    playground = build_playground(device_picker(), pair="fake", max_new_tokens=MAX_NEW_TOKENS_RANGE[0],
+                                  cache=PipelineCache(loader))
+    playground.prompt_tokens = PromptTokens(lambda folder: tokenizers.append(folder) or FakeTokenizer())
+    words = 64 - MAX_NEW_TOKENS_RANGE[0]
+    playground.controls["prompt"].value = "word " * (words + 1)
+    getattr(playground, click)()
+    playground.wait()
+    assert playground.last_error.startswith(f"InputError: The prompt has {words + 1} tokens")
+    assert "exceeds the 64-token context of fake-main" in visible_text(playground.message.value)
+    assert loader.calls == [] and tokenizers == [short_context_pair.main.path]
+    playground.controls["prompt"].value = "word " * words  # fits exactly: the click goes on to load a pipeline
+    getattr(playground, click)()
+    playground.wait()
+    assert "the test loader was asked for" in playground.last_error and len(loader.calls) == 1
+    assert len(tokenizers) == 1  # the tokenizer is loaded once per main folder
+
+
+def test_a_50000_character_prompt_is_refused_within_seconds(offline_pair) -> None:
+    started = time.perf_counter()
+    tokenizer = load_tokenizer(offline_pair.main)
+    load_seconds = time.perf_counter() - started
+    assert load_seconds < 5, f"loading the tokenizer alone took {load_seconds:.1f} s"
+    loader = FailingLoader()
+    playground = build_playground(device_picker(), cache=PipelineCache(loader))
+    prompt = ("The sky is blue because air scatters short wavelengths more than long ones. " * 700)[:50_000]
+    playground.controls["prompt"].value = prompt
+    started = time.perf_counter()
+    playground.on_generate_click()
+    playground.wait()
+    seconds = time.perf_counter() - started
+    context = context_length(offline_pair.main)
+    tokens = PromptTokens(lambda folder: tokenizer).count(offline_pair.main, prompt)
+    assert tokens + playground.choice().max_new_tokens > context
+    assert f"The prompt has {tokens} tokens" in visible_text(playground.message.value)
+    assert f"exceeds the {context}-token context" in playground.last_error
+    assert loader.calls == [] and seconds < 15, f"refused after {seconds:.1f} s"
+
+
+# --------------------------------------------------------------------------- the bounded cache
+
+
+def test_the_cache_warms_up_each_pipeline_once_and_names_what_it_frees(fake_pair: ModelPair,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    warmups, loads = [], []
+    monkeypatch.setattr(choice_module, "run_prompt", lambda loaded, prompt, settings: warmups.append(loaded))
+    cache = PipelineCache(lambda mode, main_dir, device, **options: loads.append(mode) or f"{mode} pipeline", keep=2)
+    main, draft = fake_pair.main.path, fake_pair.draft.path
+    assert cache.get("plain", main, None, "CPU", "f32") == "plain pipeline"
+    assert cache.get("speculative", main, draft, "CPU", "f32") == "speculative pipeline"
+    assert cache.get("plain", main, None, "CPU", "f32") == "plain pipeline" and cache.evictions == []
+    assert cache.get("prompt_lookup", main, None, "CPU", "f32") == "prompt_lookup pipeline"
+    assert cache.evictions == [
+        "Freed the speculative (fake-main + draft fake-draft, CPU, f32) pipeline to make room for the prompt_lookup "
+        "(fake-main, CPU, f32) pipeline (at most 2 kept in memory)."]
+    assert len(cache.pipelines) == 2 and cache.loads == len(loads) == 3 and warmups == [f"{m} pipeline" for m in loads]
+    cache.get("speculative", main, draft, "CPU", "f32")  # loaded again (and warmed up again) after its eviction
+    assert loads[-1] == "speculative" and len(warmups) == 4 and "prompt_lookup (fake-main" in cache.evictions[-1]
+
+
 # --------------------------------------------------------------------------- the real offline pair
 
 
@@ -232,3 +413,19 @@ def test_race_replays_both_texts_and_reports_the_ratio(shared_cache: PipelineCac
     assert f"{race.speedup:.2f}x" in playground.race_result.value and "identical" in playground.race_result.value
     assert len(race.speculative.step_times) == len(race.speculative.steps)
     assert race.speculative.step_times == sorted(race.speculative.step_times)
+
+
+def test_the_playground_shows_which_pipeline_it_freed(offline_pair) -> None:
+    playground = build_playground(device_picker(), mode="prompt lookup", max_new_tokens=MAX_NEW_TOKENS,
+                                  cache=PipelineCache(CountingLoader(), keep=1))
+    playground.on_generate_click()
+    playground.wait()
+    assert playground.last_error is None, playground.last_error
+    playground.controls["mode"].value = "plain"
+    playground.on_generate_click()
+    playground.wait()
+    assert playground.last_error is None, playground.last_error
+    freed = [message for message in playground.message_history if message.startswith("Freed the")]
+    assert freed == [f"Freed the prompt_lookup ({offline_pair.main.name}, CPU, f32) pipeline to make room for the "
+                     f"plain ({offline_pair.main.name}, CPU, f32) pipeline (at most 1 kept in memory)."]
+    assert freed[0] in visible_text(playground.message.value) and len(playground.cache.pipelines) == 1

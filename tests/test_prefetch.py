@@ -213,8 +213,10 @@ def test_command_line_help_and_dry_run(tmp_path: Path) -> None:
     assert not (tmp_path / "not").exists()
 
 
+@pytest.mark.standins  # waits out a silent stand-in hub
 def test_prefetch_does_not_hang_on_a_hub_that_never_answers(tmp_path: Path) -> None:
     from hub_server import SilentServer
+
     from utils.model_fetch import ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S
 
     with SilentServer() as server:
@@ -230,3 +232,24 @@ def test_prefetch_does_not_hang_on_a_hub_that_never_answers(tmp_path: Path) -> N
     assert result.stdout.count("HubUnreachableError: Cannot reach the Hugging Face hub at " + server.url) == 2
     assert "did not answer within" in result.stdout
     assert not any((tmp_path / "models").iterdir())
+
+
+def test_main_refuses_a_fetch_the_disk_cannot_hold_with_the_override_named(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The free space comes from the project's one disk check (`input_checks.free_disk_bytes`), of the models folder."""
+    from utils import input_checks
+
+    asked: list[Path] = []
+
+    def little_free(folder: Path) -> int:
+        asked.append(Path(folder))
+        return 1_000_000
+
+    assert prefetch.free_disk_bytes is input_checks.free_disk_bytes  # no disk check of its own
+    monkeypatch.setattr(prefetch, "free_disk_bytes", little_free)
+    monkeypatch.setattr(prefetch, "run_plan", lambda *a, **k: pytest.fail("fetched despite too little disk"))
+    models = tmp_path / "not" / "yet" / "models"
+    monkeypatch.setenv("SPECDEC_MODELS_DIR", str(models))
+    assert prefetch.main(["--pairs", "phi-3", "--models-dir", str(models)]) == 2
+    error = capsys.readouterr().err
+    assert "only 0.0 GB is free in the models folder" in error and "--allow-low-resources" in error
+    assert asked == [models.resolve()]

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from utils.prompts import LONG_PROMPT_MIN_TOKENS, PROMPTS, TASKS, Prompt, as_prompt, get_prompt, \
-    select_prompts
+from utils.prompts import LONG_PROMPT_MIN_TOKENS, PROMPTS, TASKS, Prompt, as_prompt, get_prompt, select_prompts
 
 
 def test_ids_are_unique_and_every_task_has_prompts() -> None:
@@ -28,9 +27,15 @@ def test_length_classes_match_the_offline_tokenizer(offline_pair) -> None:
 
 
 def test_input_grounded_and_summarisation_prompts_carry_their_input() -> None:
+    """The instruction and the passage it works on, a blank line apart (either first), the passage the longer by
+    far: prompt lookup copies from the prompt, so the input must be there."""
     for prompt in PROMPTS:
-        if prompt.task in ("input_grounded", "summarisation"):
-            assert len(prompt.text) > 300, f"{prompt.id} should quote the text it works on"
+        if prompt.task not in ("input_grounded", "summarisation"):
+            continue
+        first, _, second = prompt.text.partition("\n\n")
+        assert second.strip(), f"{prompt.id}: no passage beside its instruction (separate them by a blank line)"
+        instruction, passage = sorted((first, second), key=lambda part: len(part.split()))
+        assert len(passage.split()) > 2 * len(instruction.split()), f"{prompt.id}: no passage much longer than the ask"
 
 
 def test_select_prompts() -> None:

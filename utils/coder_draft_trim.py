@@ -114,7 +114,7 @@ def main_written_token_ids(main_dir: Path, prompts: Sequence[str], max_new_token
     """
     import openvino_genai
 
-    from utils.draft_data import _ov_ids, run_batched
+    from utils.draft_data import run_batched, text_token_ids
 
     scheduler = openvino_genai.SchedulerConfig()
     scheduler.cache_size = 1  # GB, reserved once: plenty for the concurrent answers, and bounded
@@ -129,8 +129,8 @@ def main_written_token_ids(main_dir: Path, prompts: Sequence[str], max_new_token
     end_id = int(tokenizer.get_eos_token_id())
     config.eos_token_id = end_id
     config.stop_token_ids = {end_id}
-    requests = [(_ov_ids(tokenizer, tokenizer.apply_chat_template([{"role": "user", "content": p}],
-                                                                  add_generation_prompt=True)), config)
+    requests = [(text_token_ids(tokenizer, tokenizer.apply_chat_template([{"role": "user", "content": p}],
+                                                                       add_generation_prompt=True)), config)
                 for p in prompts]
     outputs, _ = run_batched(pipeline, requests, "main model answers", show_progress=show_progress)
     counts: Counter = Counter()
@@ -225,44 +225,14 @@ def build_fp16_draft(destination: Path, hf_folder: Path | None = None) -> Path:
 
 
 def trim_output_layer_graph(model, keep_token_ids: Iterable[int]):
-    """Edit an OpenVINO model in place: logits = Gather(Pad(MatMul(h, W[keep]^T), -1e4), position of each id)."""
-    import numpy as np
-    import openvino as ov
-    import openvino.opset13 as opset
+    """`utils.output_layer.trim_output_layer_graph` (the model edited in place), its errors as `DraftTrimError`."""
+    from utils.output_layer import OutputLayerError
+    from utils.output_layer import trim_output_layer_graph as trim_graph
 
-    keep = np.asarray(sorted(set(int(t) for t in keep_token_ids)), dtype=np.int64)
-    result = next((r for r in model.get_results() if "logits" in r.input_value(0).get_names()), None)
-    head = result.input_value(0).get_node() if result is not None else None
-    if head is None or head.get_type_name() != "MatMul":
-        raise DraftTrimError("The draft does not end in MatMul -> logits: export it with optimum-cli (fp16) first.")
-    transpose_b = bool(head.get_attributes().get("transpose_b"))
-    weights_node = head.input_value(1).get_node()
-    while weights_node.get_type_name() != "Constant":
-        if weights_node.get_type_name() != "Convert":
-            raise DraftTrimError("The output layer's weights are compressed; trim the fp16 export, then compress.")
-        weights_node = weights_node.input_value(0).get_node()
-    weights = weights_node.get_data()
-    if not transpose_b:
-        weights = weights.T
-    vocab_size = weights.shape[0]
-    if keep.size == 0 or keep.min() < 0 or keep.max() >= vocab_size:
-        raise DraftTrimError(f"Token ids to keep must lie in [0, {vocab_size}) and not be empty.")
-    kept = opset.convert(opset.constant(np.ascontiguousarray(weights[keep])), ov.Type.f32)
-    small = opset.matmul(head.input_value(0), kept, False, True)
-    rank = len(head.output(0).get_partial_shape())
-    pads_end = np.zeros(rank, np.int64)
-    pads_end[-1] = 1
-    padded = opset.pad(small, opset.constant(np.zeros(rank, np.int64)), opset.constant(pads_end),
-                       "constant", opset.constant(np.float32(-1e4)))
-    position = np.full(vocab_size, keep.size, dtype=np.int32)  # tokens not kept read the -1e4 column
-    position[keep] = np.arange(keep.size, dtype=np.int32)
-    logits = opset.gather(padded, opset.constant(position), opset.constant(np.int64(rank - 1)))
-    names = head.output(0).get_names()
-    head.output(0).get_tensor().set_names(set())
-    logits.output(0).get_tensor().set_names(names)
-    result.input(0).replace_source_output(logits.output(0))
-    model.validate_nodes_and_infer_types()
-    return model
+    try:
+        return trim_graph(model, keep_token_ids)
+    except OutputLayerError as error:
+        raise DraftTrimError(f"{error} (export the draft with optimum-cli --weight-format fp16 first)") from None
 
 
 def compression_settings(reference_dir: Path) -> dict:
@@ -300,7 +270,11 @@ def build_trimmed_draft(keep_token_ids: Sequence[int], fp16_dir: Path, destinati
     mode = nncf.CompressWeightsMode(settings["mode"])
     group_size, ratio = int(settings["group_size"]), float(settings["ratio"])
     backup_mode = nncf.BackupMode(settings["backup_mode"]) if "backup_mode" in settings else None
-    recipe = {"recipe_version": TRIM_RECIPE_VERSION, "fp16": read_marker(fp16_dir)["recipe"],
+    fp16_marker = read_marker(fp16_dir)
+    if fp16_marker is None:
+        raise DraftTrimError(f"{fp16_dir} is not a complete export: export the draft with optimum-cli "
+                             "--weight-format fp16 first.")
+    recipe = {"recipe_version": TRIM_RECIPE_VERSION, "fp16": fp16_marker["recipe"],
               "keep_tokens": len(set(keep_token_ids)), "keep_sha256": keep_digest(keep_token_ids),
               "nncf": {key: value for key, value in settings.items() if key != "advanced_parameters"}}
     if is_up_to_date(destination, recipe):

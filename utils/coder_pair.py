@@ -13,6 +13,8 @@ export of that model is done. A float16 copy of each Hugging Face folder is
 kept (`hf_copy_path`: the same models for transformers, notebook 03). Every
 folder is written atomically with its recipe (package versions included) and
 rebuilt only when missing or stale.
+
+Used in notebooks: 02, 03, 05.
 """
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from utils import optimum_export
 from utils.atomic_folder import atomic_folder, folder_size_bytes, is_up_to_date, lock_path
-from utils.model_check import is_complete
+from utils.input_checks import require_free_disk
 from utils.model_catalogue import QWEN_CODER_DRAFT_INT4_ALL, QWEN_CODER_DRAFTS, QWEN_CODER_MAIN, ModelSpec
+from utils.model_check import is_complete
 from utils.optimum_export import export_with_optimum
 from utils.paths import models_dir
 
@@ -208,10 +212,9 @@ def hf_copy_recipe(gguf: ChunkedGGUF) -> dict:
 
 
 def export_recipe(spec: ModelSpec, gguf: ChunkedGGUF) -> dict:
-    """What one OpenVINO export depends on (its marker's recipe)."""
-    return {"recipe_version": RECIPE_VERSION, "source": source_recipe(gguf), "weight_format": spec.weight_format,
-            "extra_args": list(spec.export_extra_args), "optimum_intel": _version("optimum-intel"),
-            "openvino": _version("openvino"), "nncf": _version("nncf")}
+    """What one OpenVINO export depends on (its marker's recipe: `utils.optimum_export.export_recipe`)."""
+    return optimum_export.export_recipe(RECIPE_VERSION, source_recipe(gguf), spec.weight_format,
+                                        spec.export_extra_args)
 
 
 def build_hf_folder(gguf_file: Path, destination: Path, recipe: dict) -> Path:
@@ -271,13 +274,6 @@ def heartbeat(label: str, every_seconds: float = 30.0) -> Iterator[None]:
         thread.join()
 
 
-def free_disk_bytes(folder: Path) -> int:
-    folder = Path(folder)
-    while not folder.exists():
-        folder = folder.parent
-    return shutil.disk_usage(folder).free
-
-
 def prepare_model(gguf: ChunkedGGUF, exports: tuple[ModelSpec, ...], force: bool = False) -> list[Path]:
     """Build the OpenVINO exports of one chunked GGUF that are missing or stale; clean up the intermediates."""
     stale = [spec for spec in exports if force or not is_up_to_date(spec.path, export_recipe(spec, gguf))]
@@ -285,12 +281,9 @@ def prepare_model(gguf: ChunkedGGUF, exports: tuple[ModelSpec, ...], force: bool
     if not stale and not copy_stale:
         print(f"{gguf.file_name}: every export and the Hugging Face copy up to date", flush=True)
         return [spec.path for spec in exports]
-    needed = BUILD_DISK_BYTES[gguf.file_name]
-    if free_disk_bytes(models_dir()) < needed:
-        raise CoderPairError(
-            f"Preparing {gguf.file_name} needs about {needed / 1e9:.1f} GB free in {models_dir()} "
-            f"(only {free_disk_bytes(models_dir()) / 1e9:.1f} GB): free some space, point SPECDEC_MODELS_DIR "
-            f"elsewhere, or opt out with {SKIP_ENV}=1.")
+    require_free_disk(models_dir(), BUILD_DISK_BYTES[gguf.file_name], what=f"to prepare {gguf.file_name}",
+                      margin=1.0, error=CoderPairError,
+                      advice=f"Free some space, point SPECDEC_MODELS_DIR elsewhere, or opt out with {SKIP_ENV}=1.")
     chunks = chunk_paths(gguf)
     work = models_dir() / WORK_FOLDER
     hf_folder = work / f"{Path(gguf.file_name).stem}-hf"

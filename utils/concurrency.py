@@ -13,20 +13,25 @@ Order of use (notebook 05, after the single-request sweeps of `utils.sweeps`):
 always measures. Both take pipelines from `utils.pipeline_pool`.
 
 Heavy imports (openvino_genai) happen inside functions.
+
+Used in notebook: 05.
 """
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Iterable, Sequence
 
-from utils.pipelines import LoadedPipeline, SpeculationSetupError, make_scheduler_config
 from utils.generation import DecodingSettings
 from utils.model_catalogue import ModelPair
 from utils.pipeline_pool import PipelinePool, PipelineSpec, load_spec_pipeline
+from utils.pipelines import LoadedPipeline, SpeculationSetupError, make_scheduler_config
 from utils.prompts import Prompt, as_prompt
 from utils.result_cache import ResultCache
 from utils.sweeps import SweepPoint, check_pair_ready, plain_settings_for, point_cache_key, progress_bar
+
+_DEFAULT_PIPELINE = PipelineSpec()  # frozen, so one shared default is safe
 
 
 def _generate_batch(loaded: LoadedPipeline, texts: list[str], settings: DecodingSettings) -> tuple[float, int, list[str]]:
@@ -44,7 +49,7 @@ def measure_concurrency(
     settings: DecodingSettings,
     *,
     device: str = "CPU",
-    pipeline: PipelineSpec = PipelineSpec(),
+    pipeline: PipelineSpec = _DEFAULT_PIPELINE,
     repeats: int = 2,
     cache: ResultCache | None = None,
     pool: PipelinePool | None = None,
@@ -75,7 +80,7 @@ def measure_concurrency(
         key = {**point_cache_key(pair, device, SweepPoint("concurrency", level, settings, pipeline), batch, 1, repeats),
                "kind": "concurrency"}
 
-        def measure() -> list[dict]:
+        def measure(level: int, batch: list[Prompt]) -> list[dict]:
             plain = pool.get(pipeline.plain_reference)
             speculative = pool.get(pipeline)
             texts = [prompt.text for prompt in batch]
@@ -103,7 +108,7 @@ def measure_concurrency(
 
         if bar is not None:
             bar.set_postfix_str(f"{level} at once")
-        level_rows, from_cache = cache.get_or_compute(key, measure)
+        level_rows, from_cache = cache.get_or_compute(key, functools.partial(measure, level, batch))
         rows += [{**row, "from_cache": from_cache} for row in level_rows]
         if bar is not None:
             bar.update(1)
@@ -172,12 +177,13 @@ def batch_exactness(
         step(f"plain batch, budget {budget or 'default'}")
         speculative_batch = _generate_batch(load_spec_pipeline(pair, spec, device), texts, settings)[2]
         step(f"speculative batch, budget {budget or 'default'}")
-        differing = [index for index, (got, want) in enumerate(zip(speculative_batch, reference)) if got != want]
+        differing = [index for index, (got, want) in enumerate(zip(speculative_batch, reference, strict=True))
+                     if got != want]
         first = differing[0] if differing else None
         rows.append({
             "max_num_batched_tokens": budget if budget is not None else f"default ({default_budget})",
             "requests": requests,
-            "plain batch = alone": sum(got == want for got, want in zip(plain_batch, reference)),
+            "plain batch = alone": sum(got == want for got, want in zip(plain_batch, reference, strict=True)),
             "speculative batch = alone": requests - len(differing),
             "differing requests": differing,
             "alone (start)": reference[first][:40] if first is not None else "",

@@ -37,11 +37,13 @@ pass. Definitions:
 * **lossless** (a summary row of several prompts): its speed-up was measured on
   every prompt (same token count as plain) and every output equalled plain,
   token for token; `fastest_lossless` picks among such rows.
+
+Used in notebook: 04.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 
 def _check_steps(steps: Sequence[int]) -> list[int]:
@@ -85,6 +87,12 @@ def acceptance_rate(accepted: int, drafted: int) -> float | None:
     return accepted / drafted if drafted else None
 
 
+@overload
+def per_token_acceptance(tokens_per_pass: float, draft_length: int) -> float: ...
+@overload
+def per_token_acceptance(tokens_per_pass: None, draft_length: int) -> None: ...
+@overload
+def per_token_acceptance(tokens_per_pass: float | None, draft_length: int) -> float | None: ...
 def per_token_acceptance(tokens_per_pass: float | None, draft_length: int) -> float | None:
     """Leviathan's per-token acceptance a that explains `tokens_per_pass` at draft length K.
 

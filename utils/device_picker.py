@@ -1,22 +1,18 @@
 """A device drop-down for the notebooks (the same widget in every notebook), whose value the pipelines read.
 
-    picker = device_picker()          # shows the OpenVINO devices of this machine, CPU first
+    picker = device_picker()          # shows the OpenVINO devices of this machine (utils.input_checks.available_devices)
     picker                            # display it; the learner picks a device
     load_pipeline(..., picker.value)  # the next cells read the choice (as openvino_notebooks' device widget)
 
 The default is `default_device()`: the requested device if this machine has it, else CPU (always there).
+
+Used in notebooks: 00, 02, 07.
 """
 from __future__ import annotations
 
 from typing import Any
 
-
-def available_devices() -> list[str]:
-    """OpenVINO devices on this machine, CPU first."""
-    import openvino as ov
-
-    devices = ov.Core().available_devices
-    return sorted(devices, key=lambda name: (name != "CPU", name))
+from utils.input_checks import available_devices
 
 
 def default_device(requested: str | None = None, options: list[str] | None = None) -> str:

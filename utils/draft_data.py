@@ -12,6 +12,8 @@ Order of use: `prepare_training_data(settings, main)` builds (or reuses) the
 data folder of `utils.draft_settings.draft_folders`; `load_training_data`
 reads it for `utils.draft_train`; `example_rows` and
 `benchmark_prompts_in_data` describe it. Heavy imports are done inside functions.
+
+Used in notebook: 06.
 """
 from __future__ import annotations
 
@@ -24,8 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from utils.atomic_folder import atomic_folder, is_up_to_date
-from utils.draft_settings import (DraftTrainingError, DraftTrainingSettings, MainModel, as_main_model, data_recipe,
-                                  draft_folders, get_settings, require_complete)
+from utils.draft_settings import (
+    DraftTrainingError,
+    DraftTrainingSettings,
+    MainModel,
+    as_main_model,
+    data_recipe,
+    draft_folders,
+    get_settings,
+    require_complete,
+)
 
 SAMPLES_FILE = "samples.jsonl"
 TEACHER_FILE = "teacher_topk.npz"
@@ -89,7 +99,8 @@ def choose_openers(count: int, steered_share: float, seed: int) -> list[tuple[st
     return chosen
 
 
-def _ov_ids(tokenizer: Any, text: str) -> list[int]:
+def text_token_ids(tokenizer: Any, text: str) -> list[int]:
+    """The token ids of `text` from an OpenVINO GenAI tokenizer, adding no special tokens (a chat template has them)."""
     return [int(token) for token in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
 
 
@@ -110,9 +121,8 @@ def run_batched(pipeline: Any, requests: Sequence[tuple[list[int], Any]], descri
     the true generation throughput. Returns the generated ids per request and
     the wall time.
     """
-    from tqdm.auto import tqdm
-
     import openvino_genai
+    from tqdm.auto import tqdm
 
     handles = [pipeline.add_request(index, _tensor(ids), config) for index, (ids, config) in enumerate(requests)]
     outputs: list[list[int]] = [[] for _ in handles]
@@ -156,7 +166,7 @@ def generate_samples(main_ov_dir: Path, settings: DraftTrainingSettings, device:
     tokenizer = pipeline.get_tokenizer()
     end_id = int(tokenizer.get_eos_token_id())
     before, after = chat_template_parts(tokenizer)
-    after_ids = _ov_ids(tokenizer, after)
+    after_ids = text_token_ids(tokenizer, after)
 
     def config(sampled: bool, max_new_tokens: int, seed: int) -> Any:
         generation = openvino_genai.GenerationConfig()
@@ -176,12 +186,12 @@ def generate_samples(main_ov_dir: Path, settings: DraftTrainingSettings, device:
     for index, (_, opener) in enumerate(openers):
         prompt_config = config(True, settings.prompt_max_tokens, settings.seed * 100003 + index + 1)
         prompt_config.temperature = 1.0
-        prompt_requests.append((_ov_ids(tokenizer, before + opener), prompt_config))
+        prompt_requests.append((text_token_ids(tokenizer, before + opener), prompt_config))
     continuations, prompt_seconds = run_batched(pipeline, prompt_requests, "1/2 prompts", show_progress)
     prompt_tokens = sum(len(ids) for ids in continuations)
 
     prompts = []
-    for (task, opener), continuation in zip(openers, continuations):
+    for (task, opener), continuation in zip(openers, continuations, strict=True):
         text = (opener + tokenizer.decode([t for t in continuation if t != end_id], skip_special_tokens=True))
         text = text.strip()
         if len(text) >= 8:
@@ -190,8 +200,8 @@ def generate_samples(main_ov_dir: Path, settings: DraftTrainingSettings, device:
     # 2. answers: one greedy and `sampled_answers` sampled per prompt
     answer_requests, answer_meta = [], []
     for index, (task, opener, text) in enumerate(prompts):
-        prefix_ids = _ov_ids(tokenizer, before)
-        input_ids = prefix_ids + _ov_ids(tokenizer, text) + after_ids
+        prefix_ids = text_token_ids(tokenizer, before)
+        input_ids = prefix_ids + text_token_ids(tokenizer, text) + after_ids
         for copy in range(1 + settings.sampled_answers):
             sampled = copy > 0
             answer_requests.append((input_ids, config(sampled, settings.answer_max_tokens,
@@ -203,7 +213,8 @@ def generate_samples(main_ov_dir: Path, settings: DraftTrainingSettings, device:
     samples = [
         Sample(sample_id=index, task=task, opener=opener, kind=kind, user_text=text,
                token_ids=list(input_ids) + answer, loss_start=loss_start, answer_start=len(input_ids))
-        for index, ((task, opener, kind, text, input_ids, loss_start), answer) in enumerate(zip(answer_meta, answers))
+        for index, ((task, opener, kind, text, input_ids, loss_start), answer)
+        in enumerate(zip(answer_meta, answers, strict=True))
         if answer
     ]
     stats = {
@@ -238,7 +249,8 @@ def teacher_top_k(main_ov_dir: Path, samples: Sequence[Sample], top_k: int, devi
     compiled = core.compile_model(str(Path(main_ov_dir) / "openvino_model.xml"), device)
     request = compiled.create_infer_request()
     order = sorted(range(len(samples)), key=lambda i: len(samples[i].token_ids))
-    batches, current = [], []
+    batches: list[list[int]] = []
+    current: list[int] = []
     for index in order:
         longest = max([len(samples[i].token_ids) for i in current] + [len(samples[index].token_ids)])
         if current and longest * (len(current) + 1) > batch_tokens:
@@ -352,7 +364,8 @@ def prepare_training_data(settings: DraftTrainingSettings | str, main: MainModel
 
 def example_rows(data: TrainingData, per_task: int = 2, width: int = 110) -> list[dict]:
     """A few self-written prompts and greedy answers per task type, shortened, for display."""
-    rows, shown = [], {}
+    rows: list[dict] = []
+    shown: dict[str, int] = {}
     for sample in data.samples:
         if sample.kind != "greedy" or shown.get(sample.task, 0) >= per_task:
             continue

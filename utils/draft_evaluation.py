@@ -7,6 +7,8 @@ speculative decoding with the draft for each K (the measured speed-up and the
 acceptance a), and `speedup_verdicts` says in words what the speed-ups mean
 next to the formula (`utils.autotune.theory_rows`). Plots are in
 `utils.training_plots`. Heavy imports are done inside functions.
+
+Used in notebook: 06.
 """
 from __future__ import annotations
 
@@ -22,12 +24,12 @@ def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: st
                              precision: str = "f32") -> tuple[list[Any], dict[str, Any]]:
     """Main-model step times for `token_counts` and each draft's one-token step, all interleaved.
 
-    Like `utils.verification_cost.measure_pair_step_times`, with several drafts
+    Like `utils.step_timing.measure_pair_step_times`, with several drafts
     timed in the same rounds, so that their cost ratios (draft step / main
     one-token step) see the same background load and can be compared.
     Returns (main StepTimes, {name: draft StepTime}).
     """
-    from utils.verification_cost import StepTimer, step_times_from_samples, time_interleaved
+    from utils.step_timing import StepTimer, step_times_from_samples, time_interleaved
 
     counts = sorted(set(int(count) for count in token_counts) | {1})
     main = StepTimer(main_dir, device, precision, context_tokens, max(counts))
@@ -35,7 +37,7 @@ def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: st
                                  for folder in drafts.values()]
     samples = time_interleaved(timers, repeats, warmup=2, progress=None)
     draft_steps = {name: step_times_from_samples(timer, timer_samples)[0]
-                   for name, (timer, _), timer_samples in zip(drafts, timers[1:], samples[1:])}
+                   for name, (timer, _), timer_samples in zip(drafts, timers[1:], samples[1:], strict=True)}
     return step_times_from_samples(main, samples[0]), draft_steps
 
 
@@ -78,9 +80,9 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
     and the compared records.
     """
     from utils.decoding_metrics import per_token_acceptance as per_token_acceptance_for
-    from utils.pipelines import load_pipeline
     from utils.generation import DecodingSettings, compare_with_plain, measure_side_by_side
     from utils.generation_reports import summarise
+    from utils.pipelines import load_pipeline
 
     if not draft_lengths or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in draft_lengths):
         raise DraftTrainingError(f"Draft lengths K must be integers >= 1, got {list(draft_lengths)}.")

@@ -8,6 +8,8 @@ softmax runs over those, `build_draft`); afterwards the trained rows go back
 to their token ids (`expand_vocabulary`). `size_rows` compares its size with
 the main's. Order of use: this module builds the draft that
 `utils.draft_train` trains. Heavy imports (torch, transformers) are done inside functions.
+
+Used in notebook: 06.
 """
 from __future__ import annotations
 
@@ -106,7 +108,8 @@ def draft_config(main_config: Any, settings: DraftTrainingSettings, vocab_size: 
     from transformers import LlamaConfig
 
     rope = getattr(main_config, "rope_parameters", None) or {"rope_type": "default", "rope_theta": 100000.0}
-    return LlamaConfig(
+    # transformers 5 declares the config's fields under @strict, which mypy does not see as __init__ arguments
+    return LlamaConfig(  # type: ignore[call-arg]
         vocab_size=vocab_size or main_config.vocab_size, hidden_size=settings.hidden_size,
         intermediate_size=settings.intermediate_size, num_hidden_layers=settings.layers,
         num_attention_heads=settings.attention_heads, num_key_value_heads=settings.key_value_heads,
@@ -135,10 +138,12 @@ def build_draft(main_config: Any, initial_embeddings: Any, settings: DraftTraini
     torch.manual_seed(settings.seed)
     draft = LlamaForCausalLM(draft_config(main_config, settings, vocab_size=rows.shape[0]))
     with torch.no_grad():
-        draft.get_input_embeddings().weight.copy_(rows)
+        # torch types a module's attribute as Tensor | Module, so .copy_ on .weight looks uncallable
+        draft.get_input_embeddings().weight.copy_(rows)  # type: ignore[operator]
         draft.model.norm.weight.fill_(settings.final_norm_init)
     draft.tie_weights()
-    if draft.get_output_embeddings().weight.data_ptr() != draft.get_input_embeddings().weight.data_ptr():
+    output_weights, input_weights = draft.get_output_embeddings().weight, draft.get_input_embeddings().weight
+    if output_weights.data_ptr() != input_weights.data_ptr():  # type: ignore[operator]  # as above: Tensor | Module
         raise DraftTrainingError("The draft's output layer is not tied to its embeddings.")
     return draft
 

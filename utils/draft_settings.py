@@ -13,6 +13,8 @@ This module is what they share; the stages, in the order of use:
 Start with `main_folders(pair)` (or `MainModel(...)` for folders of your own)
 and `get_settings("quick")`; `draft_folders(settings, main)` says where each
 stage's result lives.
+
+Used in notebook: 06.
 """
 from __future__ import annotations
 
@@ -230,9 +232,3 @@ def draft_recipe(settings: DraftTrainingSettings, data_dir: Path, main_hf_dir: P
         "recipe"), "main_hf_recipe": (read_marker(main_hf_dir) or {}).get("recipe"),
             "settings": settings.draft_settings(),
             "versions": package_versions(("torch", "transformers"), with_python=False)}
-
-
-def export_recipe(settings: DraftTrainingSettings, hf_dir: Path) -> dict:
-    return {"recipe_version": RECIPE_VERSION, "stage": "export", "draft_recipe": (read_marker(hf_dir) or {}).get(
-        "recipe"), "weight_format": settings.draft_weight_format,
-            "versions": package_versions(("optimum-intel", "openvino", "nncf"), with_python=False)}

@@ -12,6 +12,8 @@ Order of use: after `utils.draft_data.prepare_training_data`,
 trains it, expands it to the full vocabulary and saves it, with its
 `TrainingHistory`, in the Hugging Face folder of `utils.draft_settings.draft_folders`;
 `utils.draft_export` exports it next. Heavy imports are done inside functions.
+
+Used in notebook: 06.
 """
 from __future__ import annotations
 
@@ -26,10 +28,24 @@ from typing import Any
 
 from utils.atomic_folder import atomic_folder, is_up_to_date
 from utils.draft_data import TrainingData, load_training_data
-from utils.draft_model import (VocabularySubset, build_draft, data_vocabulary, expand_vocabulary, parameter_count,
-                               projected_embeddings)
-from utils.draft_settings import (DraftTrainingError, DraftTrainingSettings, MainModel, as_main_model, draft_folders,
-                                  draft_recipe, get_settings, require_complete)
+from utils.draft_model import (
+    VocabularySubset,
+    build_draft,
+    data_vocabulary,
+    expand_vocabulary,
+    parameter_count,
+    projected_embeddings,
+)
+from utils.draft_settings import (
+    DraftTrainingError,
+    DraftTrainingSettings,
+    MainModel,
+    as_main_model,
+    draft_folders,
+    draft_recipe,
+    get_settings,
+    require_complete,
+)
 
 HISTORY_FILE = "training_history.json"
 VOCABULARY_FILE = "vocabulary_subset.json"  # token ids the training data uses

@@ -21,9 +21,11 @@ Fair comparison (the rules this module enforces)
   config, is available for plain decoding with ``backend="stateful"``; its speed
   differs, so never divide across backends.
 * **Same precision.** ``precision="f32"`` sets ``INFERENCE_PRECISION_HINT=f32`` on
-  the main *and* the draft model; ``"default"`` (or None) leaves the device's
-  choice (bf16 on CPUs with AMX/AVX512-BF16). Only under f32 is speculative
-  greedy output expected to equal plain greedy output token for token.
+  the main *and* the draft model and makes the main model exact (no dynamic
+  quantisation, an f32 KV cache: `utils.pipelines.main_model_properties`);
+  ``"default"`` (or None) leaves the device's choice (bf16 on CPUs with
+  AMX/AVX512-BF16). Only then is speculative greedy output expected to equal
+  plain greedy output token for token.
 * **Same number of tokens.** `compare_with_plain` reports a speed-up only when
   both runs generated the same number of tokens, and says why otherwise.
 * **Warm-up, repeats, medians, interleaved.** `measure_side_by_side` runs
@@ -36,6 +38,8 @@ loaded: `SpeculationSetupError` for settings (see `DecodingSettings`), and
 
 Pipelines are built by `utils.pipelines.load_pipeline`; tables and breakdowns of the records are in
 `utils.generation_reports`. Heavy imports (openvino_genai) happen inside functions.
+
+Used in notebooks: 02, 03, 05, 07.
 """
 
 from __future__ import annotations
@@ -47,14 +51,17 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from utils import decoding_metrics
-from utils.input_checks import (as_integer, as_probability, check_prompt_fits, check_text,
-                                context_length)
-from utils.pipelines import (DEFAULT_MAX_NGRAM_SIZE, DEFAULT_NUM_ASSISTANT_TOKENS, MODES, LoadedPipeline,
-                             SpeculationSetupError)
+from utils.input_checks import as_integer, as_probability, check_prompt_fits, check_text, context_length
+from utils.pipelines import (
+    DEFAULT_MAX_NGRAM_SIZE,
+    DEFAULT_NUM_ASSISTANT_TOKENS,
+    MODES,
+    LoadedPipeline,
+    SpeculationSetupError,
+)
 from utils.prompts import Prompt, as_prompt
 from utils.step_streamer import StepRecorder
 from utils.text_compare import first_divergence
-
 
 # --------------------------------------------------------------------------- settings
 
@@ -275,7 +282,7 @@ def encode_prompt(tokenizer: Any, text: str, apply_chat_template: bool = True) -
 
     Models without a chat template get the raw text (with the tokenizer's special tokens).
     """
-    if apply_chat_template and getattr(tokenizer, "chat_template", ""):
+    if apply_chat_template and getattr(tokenizer, "chat_template", None):
         templated = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
         return tokenizer.encode(templated, add_special_tokens=False)
     return tokenizer.encode(text)
@@ -442,6 +449,8 @@ def median_of_runs(runs: Sequence[GenerationRecord]) -> GenerationRecord:
 
     With an even number of runs the lower middle run is kept; wall_seconds is the true median.
     """
+    if not runs:
+        raise ValueError("No runs to summarise.")
     ordered = sorted(runs, key=lambda record: record.wall_seconds)
     chosen = ordered[(len(ordered) - 1) // 2]
     walls = [record.wall_seconds for record in runs]

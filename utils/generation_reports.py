@@ -4,6 +4,8 @@
     show_table(summarise(compared))               # speed-up, acceptance, tokens per pass per (backend, mode, setting)
     show_table(speculation_breakdown(compared))   # draft and main time per pass, c, per-token acceptance
     pair = first_divergent_pair(compared)         # the first record that differs from plain, if any
+
+Used in notebooks: 02, 03, 05, 07.
 """
 from __future__ import annotations
 
@@ -28,11 +30,13 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
     rows = []
     for (stack, mode, setting), group in groups.items():
         comparable = [record for record in group if record.speedup_vs_plain is not None]
-        plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in comparable)
+        plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in group
+                         if record.speedup_vs_plain is not None)
         this_time = sum(record.wall_seconds for record in comparable)
-        counted = [record for record in group if record.draft_tokens is not None]
+        counted = [(record.accepted_tokens, record.draft_tokens) for record in group
+                   if record.accepted_tokens is not None and record.draft_tokens is not None]
         tokens = sum(record.generated_tokens for record in group)
-        steps = [record.tokens_per_step for record in group]
+        runs = [record.tokens_per_step for record in group if record.tokens_per_step]
         rows.append({
             "stack": stack,
             "mode": mode,
@@ -45,9 +49,9 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
             "speedup_vs_plain": plain_time / this_time if comparable and this_time > 0 else None,
             "identical_prompts": sum(bool(record.identical_to_plain) for record in group),
             "acceptance_rate": decoding_metrics.acceptance_rate(
-                sum(record.accepted_tokens for record in counted), sum(record.draft_tokens for record in counted))
+                sum(accepted for accepted, _ in counted), sum(drafted for _, drafted in counted))
             if counted else None,
-            "tokens_per_pass": decoding_metrics.pooled_tokens_per_main_pass(steps) if all(steps) else None,
+            "tokens_per_pass": decoding_metrics.pooled_tokens_per_main_pass(runs) if len(runs) == len(group) else None,
         })
     return rows
 
@@ -77,7 +81,7 @@ def format_table(records: Sequence[GenerationRecord]) -> str:
                                                            f"no (@{record.first_difference})"),
         ))
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
@@ -150,7 +154,9 @@ def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
     for record in records:
         breakdown = speculation_breakdown([record])  # empty unless the record carries both models' metrics
         plain_step = plain_ms.get(record.prompt_id)
-        if not breakdown or plain_step is None or breakdown[0]["a (from tok/pass)"] is None:
+        # "a (from tok/pass)" is only filled in for records with a fixed K: the last test changes nothing
+        if (not breakdown or plain_step is None or breakdown[0]["a (from tok/pass)"] is None
+                or not record.num_assistant_tokens):
             continue
         row, k = breakdown[0], record.num_assistant_tokens
         acceptance = row["a (from tok/pass)"]
@@ -222,7 +228,9 @@ def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float =
     rows = []
     for (setting, task), group in groups.items():
         k = group[0][0].num_assistant_tokens
-        tokens_per_pass = decoding_metrics.pooled_tokens_per_main_pass([record.tokens_per_step for record, _ in group])
+        assert k, "only records with a fixed K are grouped"
+        tokens_per_pass = decoding_metrics.pooled_tokens_per_main_pass(
+            [record.tokens_per_step for record, _ in group if record.tokens_per_step])
         if tokens_per_pass is None:
             continue
         acceptance = decoding_metrics.per_token_acceptance(tokens_per_pass, k)
@@ -231,7 +239,8 @@ def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float =
         plain_step = statistics.median(plain_ms[record.prompt_id] for record, _ in group)
         comparable = [record for record, _ in group if record.speedup_vs_plain is not None]
         spec_time = sum(record.wall_seconds for record in comparable)
-        measured = (sum(record.wall_seconds * record.speedup_vs_plain for record in comparable) / spec_time
+        measured = (sum(record.wall_seconds * record.speedup_vs_plain for record, _ in group
+                        if record.speedup_vs_plain is not None) / spec_time
                     if comparable and spec_time > 0 else None)
         cost_ratio = decoding_metrics.cost_ratio(draft_ms, verify_ms)
         leviathan = predicted_speedup(acceptance, k, cost_ratio)

@@ -64,7 +64,7 @@ def build_tokenizer(fields: dict, end_of_turn_token: str = "<|im_end|>"):
     backend.decoder = decoders.ByteLevel()
     special = [
         AddedToken(token, special=True, normalized=False)
-        for token, token_type in zip(tokens, fields["token_types"])
+        for token, token_type in zip(tokens, fields["token_types"], strict=True)
         if token_type == CONTROL_TOKEN_TYPE
     ]
     backend.add_special_tokens(special)

@@ -1,22 +1,27 @@
-"""Checks of user input made before any long work, each failing with one line that says what to do.
+"""Checks of user input and resources made before any long work, each failing with one line that says what to do.
 
 Used by the command-line tools (`utils.benchmark`, `utils.run_notebooks`) and
-by `utils.generation` and `utils.pipelines` (settings, pipelines, prompts). Every check raises a
+by `utils.generation` and `utils.pipelines` (settings, pipelines, prompts). Every input check raises a
 ValueError subclass (`InputError` unless the caller passes its own class), so a
 command line can print the message as a usage error instead of a traceback.
+The one resource check, `require_free_disk` (used by `model_fetch`, `offline_pair`, `coder_pair`;
+`prefetch` reads `free_disk_bytes`), raises `InsufficientDiskError`, an OSError, unless told otherwise.
 
     as_integer(np.int64(3), "K", minimum=1)       -> 3
+    as_integer(-1, "--seed", minimum=0, maximum=9) -> InputError: --seed must be an integer from 0 to 9, got -1.
     as_probability("0.4", "--threshold")          -> InputError: ... a number, not the string '0.4' ...
     check_device("cpu")                           -> "CPU"
     check_text("caf\\udce9")                       -> InputError: ... unpaired surrogate ...
     check_prompt_fits(8000, 256, 8192, "SmolLM2") -> InputError: ... context of 8192 tokens ...
     check_writable_file(Path("out/bench.json"))   -> the path, once its folder is known to be writable
+    require_free_disk(Path("models"), 5e9)        -> InsufficientDiskError: ... need about 5.5 GB, 1.2 GB free ...
 """
 from __future__ import annotations
 
 import json
 import operator
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,15 +31,23 @@ from typing import Any
 CONTEXT_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 # OpenVINO devices that stand for a list of others, e.g. "AUTO:GPU,CPU" or "HETERO:GPU,CPU".
 VIRTUAL_DEVICES = ("AUTO", "MULTI", "HETERO", "BATCH")
+DISK_ADVICE = "Free some space or move the models folder with SPECDEC_MODELS_DIR."
 
 
 class InputError(ValueError):
     """An input that cannot work; the message is one line that says what to do instead."""
 
 
-def as_integer(value: Any, name: str, *, minimum: int | None = None, advice: str = "",
+class InsufficientDiskError(OSError):
+    """Not enough free disk space for what is about to be written."""
+
+
+def as_integer(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None, advice: str = "",
                error: type[ValueError] = InputError) -> int:
-    """`value` as a plain int: Python and NumPy integers are accepted, booleans, floats and strings are not."""
+    """`value` as a plain int within [`minimum`, `maximum`] (either may be None: no bound).
+
+    Python and NumPy integers are accepted; booleans, floats and strings are not.
+    """
     if isinstance(value, bool) or isinstance(value, (str, bytes)):
         integer = None
     else:
@@ -42,8 +55,13 @@ def as_integer(value: Any, name: str, *, minimum: int | None = None, advice: str
             integer = operator.index(value)  # int, np.int64, ... but not 3.0
         except TypeError:
             integer = None
-    if integer is None or (minimum is not None and integer < minimum):
-        bound = f" >= {minimum}" if minimum is not None else ""
+    too_small = integer is not None and minimum is not None and integer < minimum
+    too_large = integer is not None and maximum is not None and integer > maximum
+    if integer is None or too_small or too_large:
+        if minimum is not None and maximum is not None:
+            bound = f" from {minimum} to {maximum}"
+        else:
+            bound = f" >= {minimum}" if minimum is not None else f" <= {maximum}" if maximum is not None else ""
         kind = "the string " if isinstance(value, str) else ""
         raise error(f"{name} must be an integer{bound}, got {kind}{value!r}." + (f" {advice}" if advice else ""))
     return integer
@@ -113,10 +131,10 @@ def check_prompt_fits(prompt_tokens: int, max_new_tokens: int, context_tokens: i
 
 
 def available_devices() -> list[str]:
-    """OpenVINO's device names on this machine, e.g. ['CPU'] or ['CPU', 'GPU.0', 'GPU.1']."""
+    """OpenVINO's device names on this machine, CPU first, e.g. ['CPU'] or ['CPU', 'GPU.0', 'GPU.1']."""
     import openvino as ov
 
-    return list(ov.Core().available_devices)
+    return sorted(ov.Core().available_devices, key=lambda name: (name != "CPU", name))
 
 
 def check_device(device: Any, available: Sequence[str] | None = None, *, name: str = "device",
@@ -171,3 +189,29 @@ def check_writable_file(path: Path | str, option: str = "the output file", *,
         raise error(f"{option} {path} cannot be written ({problem.strerror or problem} in {existing}). "
                     "Choose a folder you can write to.") from None
     return path
+
+
+def nearest_existing(path: Path | str) -> Path:
+    """`path` itself if it exists, else its nearest existing parent (where it would be created)."""
+    path = Path(path).expanduser().absolute()
+    return next(folder for folder in (path, *path.parents) if folder.exists())
+
+
+def free_disk_bytes(folder: Path | str) -> int:
+    """Free bytes on the file system that holds `folder` (or would hold it, if it does not exist yet)."""
+    return shutil.disk_usage(nearest_existing(folder)).free
+
+
+def require_free_disk(folder: Path | str, needed_bytes: float, *, what: str = "", margin: float = 1.1,
+                      advice: str = DISK_ADVICE, error: type[Exception] = InsufficientDiskError) -> None:
+    """Raise `error` unless `folder`'s file system has `needed_bytes` times `margin` free.
+
+    The message says what is needed (for `what`, e.g. "to download X"), what is free, and `advice`
+    (what to do: by default free space or move the models folder; callers add their override, if any).
+    """
+    existing = nearest_existing(folder)
+    free = free_disk_bytes(existing)
+    if free < needed_bytes * margin:
+        purpose = f" {what}" if what else ""
+        raise error(f"Not enough free disk space in {existing}{purpose}: need about {needed_bytes * margin / 1e9:.1f} "
+                    f"GB, {free / 1e9:.1f} GB free. {advice}")

@@ -7,21 +7,27 @@
 The model-facing part (load, generate, IPEX-LLM's statistics, step times) is `utils.ipex_self_speculation`;
 the OpenVINO GenAI half runs in the main environment (`run_main_python`, `utils.ov_self_speculation`), because
 the IPEX-LLM environment has no OpenVINO. Plots: `utils.ipex_plots`.
+
+Used in notebook: 04.
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from utils import decoding_metrics
-from utils.ipex_self_speculation import (GenerationRun, SelfSpeculationError, SpeculationStats, check_generate_inputs,
-                                         generate_greedy)
+from utils.ipex_self_speculation import (
+    GenerationRun,
+    SelfSpeculationError,
+    SpeculationStats,
+    check_generate_inputs,
+    generate_greedy,
+)
 from utils.paths import REPO_ROOT
 from utils.text_compare import first_divergence
 
@@ -109,6 +115,7 @@ def compare_plain_and_speculative(
         for index, options in enumerate(settings):
             spec = _median_run(spec_runs[index])
             stats = spec.stats
+            assert stats is not None, "generate_greedy reads IPEX-LLM's statistics on every speculative run"
             results.append(Comparison(
                 prompt_id=prompt_id,
                 setting=dict(options),
@@ -253,22 +260,6 @@ def formula_check(rows: Sequence[dict], costs: Sequence[dict] = ()) -> list[dict
 
 
 # --------------------------------------------------------------------------- results shared with OpenVINO
-
-
-def write_json(path: Path | str, data: Any) -> Path:
-    """Write `data` as JSON (dataclasses become dicts), creating the folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=_jsonable), encoding="utf-8")
-    return path
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "__dataclass_fields__"):
-        return asdict(value)
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"Cannot write {type(value).__name__} as JSON.")
 
 
 def check_openvino_half(main_python: Path | str, main_folder: Path | str, draft_folders: dict[str, Path]) -> None:

@@ -7,6 +7,8 @@ new folder and links the weights, so nothing is copied or changed in place::
     view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")
 
 Standard library only: it runs in either environment.
+
+Used in notebook: 04.
 """
 from __future__ import annotations
 

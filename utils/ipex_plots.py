@@ -5,6 +5,8 @@
     ipex_plots.plot_draft_settings(comparisons)            # acceptance, tokens per pass, speed-up per draft setting
     ipex_plots.plot_side_by_side(rows)              # IPEX-LLM and OpenVINO GenAI rows of `summary_rows`
     ipex_plots.plot_payoff(a, k, measured_c, fit)   # predicted speed-up against c and model size
+
+Used in notebook: 04.
 """
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ from typing import Any
 from utils.ipex_comparisons import Comparison, setting_label
 from utils.ipex_self_speculation import SpeculationStats
 from utils.step_cost_model import predicted_cost_ratio
-
 
 
 def plot_step_statistics(stats: SpeculationStats, title: str = "") -> Any:
@@ -46,7 +47,7 @@ def plot_draft_settings(comparisons: Sequence[Comparison], title: str = "") -> A
     figure, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharex=True)
     metrics = (("acceptance", lambda c: c.acceptance_rate), ("tokens per verify step", lambda c: c.tokens_per_step),
                ("speed-up vs plain", lambda c: c.speedup))
-    for axis, (name, value) in zip(axes, metrics):
+    for axis, (name, value) in zip(axes, metrics, strict=True):
         for prompt in prompts:
             by_label = {setting_label(c.setting): value(c) for c in comparisons if c.prompt_id == prompt}
             axis.plot(range(len(labels)), [by_label.get(label, float("nan")) for label in labels], "o-", label=prompt)
@@ -67,7 +68,7 @@ def plot_side_by_side(rows: Sequence[dict], title: str = "", speedup_key: str = 
     prompts = list(dict.fromkeys(row["prompt"] for row in rows))
     width = 0.8 / len(systems)
     figure, axes = plt.subplots(1, 2, figsize=(12, 3.6))
-    for axis, key in zip(axes, (speedup_key, "acceptance")):
+    for axis, key in zip(axes, (speedup_key, "acceptance"), strict=True):
         for index, system in enumerate(systems):
             values = {row["prompt"]: row[key] for row in rows if f"{row['backend']}, {row['draft']}" == system}
             positions = [p + index * width - 0.4 + width / 2 for p in range(len(prompts))]

@@ -21,6 +21,8 @@ tests use its pure helpers). `measure_peak_rss` measures a load's peak memory in
 a fresh process (`utils.peak_memory`). Plain-vs-speculative comparisons and the side-by-side with OpenVINO
 GenAI are in `utils.ipex_comparisons`, the folder translation in `utils.ipex_legacy_view`, the step-cost
 model in `utils.step_cost_model`, the plots in `utils.ipex_plots`.
+
+Used in notebook: 04.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 A *pair* is a main (target) model and a draft model that share a tokenizer.
 Disk and memory figures are derived from parameter counts and weight formats
 (see `ModelSpec.disk_gb`), so they are estimates, not measurements.
+
+Used in notebooks: 00, 01, 02, 03, 05.
 """
 from __future__ import annotations
 

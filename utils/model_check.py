@@ -1,4 +1,7 @@
-"""Check model folders and pairs before any long work starts, with errors that say what to do."""
+"""Check model folders and pairs before any long work starts, with errors that say what to do.
+
+Used in notebooks: 01, 02, 03, 05, 06.
+"""
 from __future__ import annotations
 
 from pathlib import Path

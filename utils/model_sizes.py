@@ -1,4 +1,7 @@
-"""Folder sizes of model variants, measured on disk and compared with the estimates."""
+"""Folder sizes of model variants, measured on disk and compared with the estimates.
+
+Used in notebook: 01.
+"""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,7 +34,7 @@ def plot_sizes(rows: Sequence[dict]):
     positions = range(len(rows))
     axis.bar([p - 0.2 for p in positions], [r["weights MB (measured)"] for r in rows], width=0.4, label="measured")
     axis.bar([p + 0.2 for p in positions], [r["estimate MB"] for r in rows], width=0.4, label="estimate", alpha=0.6)
-    for position, row in zip(positions, rows):
+    for position, row in zip(positions, rows, strict=True):
         axis.annotate(f"{row['bits per weight (measured)']:.1f} bit/w", (position - 0.2, row["weights MB (measured)"]),
                       ha="center", va="bottom", fontsize=8)
     axis.set_xticks(list(positions), [r["variant"] for r in rows])

@@ -5,23 +5,42 @@ built once, atomically, and rebuilt only when missing, damaged (its files differ
 from what its `.complete` marker recorded) or made by a different recipe
 (package versions included). Free disk space and a writable models folder are
 checked before any work; two runs at once take turns folder by folder (the
-second finds the first's folders done and reuses them).
+second finds the first's folders done and reuses them). It needs nothing from the hubs:
+`model_fetch` imports this module, never the other way round.
+
+Used in notebook: 01.
 """
 from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import importlib.metadata
 import importlib.util
 import sys
 from pathlib import Path
 
-from utils.atomic_folder import (FolderNotWritableError, atomic_folder, ensure_built, folder_size_bytes, is_up_to_date,
-                                 require_writable, stale_temporaries)
+from utils import optimum_export
+from utils.atomic_folder import (
+    FolderNotWritableError,
+    atomic_folder,
+    ensure_built,
+    folder_size_bytes,
+    is_up_to_date,
+    require_writable,
+    stale_temporaries,
+)
 from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT, build_tokenizer, read_gguf_tokenizer_fields
-from utils.model_catalogue import (BYTES_PER_WEIGHT, SMOLLM2_FP16, SMOLLM2_HF_FOLDER, SMOLLM2_INT4, SMOLLM2_INT8,
-                                   SMOLLM2_PARAMETERS, ModelSpec)
-from utils.model_fetch import InsufficientDiskError, require_free_disk
+from utils.input_checks import InsufficientDiskError, require_free_disk
+from utils.model_catalogue import (
+    BYTES_PER_WEIGHT,
+    SMOLLM2_FP16,
+    SMOLLM2_HF_FOLDER,
+    SMOLLM2_INT4,
+    SMOLLM2_INT8,
+    SMOLLM2_PARAMETERS,
+    ModelSpec,
+)
 from utils.optimum_export import ExportError, export_with_optimum
 from utils.paths import models_dir
 
@@ -63,9 +82,8 @@ def hf_recipe(gguf: Path) -> dict:
 
 
 def export_recipe(spec: ModelSpec, source_recipe: dict) -> dict:
-    return {"recipe_version": RECIPE_VERSION, "source": source_recipe, "weight_format": spec.weight_format,
-            "extra_args": list(spec.export_extra_args), "optimum_intel": _version("optimum-intel"),
-            "openvino": _version("openvino"), "nncf": _version("nncf")}
+    """What one OpenVINO export depends on (its marker's recipe: `utils.optimum_export.export_recipe`)."""
+    return optimum_export.export_recipe(RECIPE_VERSION, source_recipe, spec.weight_format, spec.export_extra_args)
 
 
 def openvino_gguf_token_ids(gguf: Path, text: str) -> list[int]:
@@ -101,8 +119,8 @@ def build_hf_folder(gguf: Path, destination: Path) -> Path:
     verify_tokenizer(tokenizer, openvino_gguf_token_ids(gguf, TOKENIZER_TEST_TEXT))
     with atomic_folder(destination, hf_recipe(gguf)) as work:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        if not model.config.tie_word_embeddings or not torch.equal(
-                model.get_input_embeddings().weight, model.get_output_embeddings().weight):
+        embeddings, output_layer = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+        if not model.config.tie_word_embeddings or not torch.equal(embeddings, output_layer):  # type: ignore[arg-type]
             raise OfflineModelError("lm_head is not tied to the embeddings: the conversion would leave random weights.")
         model.config.bos_token_id = tokenizer.bos_token_id
         model.config.eos_token_id = tokenizer.eos_token_id
@@ -155,18 +173,19 @@ def prepare_offline_models(force: bool = False) -> dict[str, Path]:
     if to_build or leftovers:
         require_writable(models_dir())
     if to_build:
-        require_free_disk(models_dir(), sum(estimated_bytes(spec) for _, spec in to_build))
+        require_free_disk(models_dir(), sum(estimated_bytes(spec) for _, spec in to_build),
+                          what="to build the offline model pair")
     done = {}
     with tqdm(total=len(targets), desc="offline model pair", unit="folder") as progress:
         for name, folder, spec in targets:
             progress.set_postfix_str(folder.name)
             if (name, spec) in to_build or leftovers:
                 if spec is None:
-                    ensure_built(folder, recipes[name], lambda: build_hf_folder(gguf, folder), force)
+                    ensure_built(folder, recipes[name], functools.partial(build_hf_folder, gguf, folder), force)
                 else:
-                    ensure_built(folder, recipes[name], lambda: export_with_optimum(
-                        str(hf_folder()), folder, spec.weight_format, recipes[name], spec.export_extra_args,
-                        local_folder=True), force)
+                    ensure_built(folder, recipes[name], functools.partial(
+                        export_with_optimum, str(hf_folder()), folder, spec.weight_format, recipes[name],
+                        spec.export_extra_args, local_folder=True), force)
             done[name] = folder
             progress.update()
     return done

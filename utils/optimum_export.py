@@ -1,17 +1,38 @@
-"""Run `optimum-cli export openvino`, printing the exact command, into an atomic folder."""
+"""Run `optimum-cli export openvino`, printing the exact command, into an atomic folder.
+
+Used in notebook: 01.
+"""
 from __future__ import annotations
 
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from utils.atomic_folder import atomic_folder
 from utils.die_with_parent import die_with_parent_command
+from utils.environment_report import package_versions
+
+EXPORT_PACKAGES = ("optimum-intel", "openvino", "nncf")
 
 
 class ExportError(RuntimeError):
     """optimum-cli failed; the message carries the end of its log."""
+
+
+def export_recipe(recipe_version: int, source: dict | None, weight_format: str,
+                  extra_args: Sequence[str] = ()) -> dict:
+    """What one optimum-cli export depends on (the recipe its folder's marker records).
+
+    `source`: the recipe of what is exported (a GGUF's Hugging Face folder, a
+    trained draft); a change to it, to the weight format, to the extra
+    arguments or to an exporting package's version makes the export stale.
+    """
+    versions = package_versions(EXPORT_PACKAGES, with_python=False)
+    return {"recipe_version": recipe_version, "source": source, "weight_format": weight_format,
+            "extra_args": list(extra_args), "optimum_intel": versions["optimum-intel"],
+            "openvino": versions["openvino"], "nncf": versions["nncf"]}
 
 
 def optimum_export_command(model: str, output: Path, weight_format: str, extra_args: tuple[str, ...] = (),

@@ -19,6 +19,8 @@ and by this process's CPU time, which other programs on a shared machine do
 not inflate. Each model is also timed decoding alone to get the cost ratio c.
 
 Only `run` and the CLI import openvino_genai; the rest is plain Python.
+
+Used in notebook: 04.
 """
 from __future__ import annotations
 
@@ -28,7 +30,6 @@ import json
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,8 @@ def pipeline_step_costs(results: dict) -> list[dict]:
         if record["mode"] != "speculative" or not main or not draft or not reference or main["passes"] < 2:
             continue
         verify_ms, draft_ms = verification_pass_ms(main), draft_step_ms(draft)
+        if verify_ms is None or draft_ms is None:  # as in generation_reports.speculation_breakdown
+            continue
         rows.append({
             "backend": "OpenVINO GenAI",
             "draft": f"{record['draft']} copy",
@@ -136,22 +139,12 @@ def pipeline_step_costs(results: dict) -> list[dict]:
 
 
 def median_timed_run(runs: Sequence[tuple[Any, float]]) -> tuple[Any, float]:
-    """(record, CPU seconds) pairs of repeated runs -> the median-wall-time record, annotated, and the median CPU time.
+    """(record, CPU seconds) pairs of repeated runs -> (`utils.generation.median_of_runs` of the records, median CPU)."""
+    from utils.generation import median_of_runs
 
-    The record keeps the chosen run's metrics; its wall time becomes the median
-    of all runs, `wall_seconds_all` lists them, `outputs_stable` says whether
-    every run produced the same tokens.
-    """
     if not runs:
         raise ValueError("No runs to summarise.")
-    records = [record for record, _ in runs]
-    walls = [record.wall_seconds for record in records]
-    chosen = sorted(records, key=lambda record: record.wall_seconds)[(len(records) - 1) // 2]
-    wall = statistics.median(walls)
-    record = replace(chosen, repeats=len(records), wall_seconds=wall, wall_seconds_all=walls,
-                     tokens_per_second=chosen.generated_tokens / wall if wall > 0 else 0.0,
-                     outputs_stable=all(record.token_ids == records[0].token_ids for record in records))
-    return record, statistics.median(cpu for _, cpu in runs)
+    return median_of_runs([record for record, _ in runs]), statistics.median(cpu for _, cpu in runs)
 
 
 def cpu_speedup(plain: dict, candidate: dict) -> float | None:
@@ -171,8 +164,8 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     pipeline) after one warm-up per pipeline. The cost ratio c of each draft is
     its plain decode step over the main model's, in CPU time.
     """
-    from utils.pipelines import LoadedPipeline, check_draft_folder, check_main_folder, load_pipeline
     from utils.generation import DecodingSettings, compare_with_plain, encode_prompt, run_prompt
+    from utils.pipelines import LoadedPipeline, check_draft_folder, check_main_folder, load_pipeline
     from utils.prompts import LONG_PROMPT_MIN_TOKENS, Prompt
 
     if repeats < 1:
@@ -211,7 +204,7 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     keys = [(c, p) for c in range(len(candidates)) for p in range(len(prompts))]
     compared = compare_with_plain([medians[key][0] for key in keys])
     records = [{**record.as_dict(), "draft": candidates[c][0], "cpu_seconds": medians[(c, p)][1]}
-               for record, (c, p) in zip(compared, keys)]
+               for record, (c, p) in zip(compared, keys, strict=True)]
     plain_by_prompt = {record["prompt_id"]: record for record in records if record["mode"] == "plain"}
     for record in records:
         record["speedup_cpu"] = cpu_speedup(plain_by_prompt[record["prompt_id"]], record)

@@ -11,9 +11,12 @@ Each pipeline is measured by `utils.peak_memory.measure_in_fresh_process` (the
 project's one memory probe) running `load_and_generate` in a child process,
 because peak memory only grows. Rows are cached like sweep points
 (`utils.sweeps.point_cache_key`, kind "memory").
+
+Used in notebook: 05.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict
 
@@ -72,11 +75,10 @@ def measure_memory(
         arguments = {"pair": pair.name, "spec": asdict(spec), "device": device, "settings": asdict(settings),
                      "texts": [prompt.text for prompt in prompt_list]}
 
-        def probe() -> dict:
-            return measure_in_fresh_process("utils.pipeline_memory:load_and_generate", arguments, timeout=timeout_seconds)
-
         if bar is not None:
             bar.set_postfix_str(spec.label)
+        probe = functools.partial(measure_in_fresh_process, "utils.pipeline_memory:load_and_generate", arguments,
+                                  timeout=timeout_seconds)
         measured, from_cache = cache.get_or_compute(key, probe)
         draft = spec.draft_spec(pair)
         weights = (pair.main.path / "openvino_model.bin").stat().st_size

@@ -1,4 +1,4 @@
-"""Which pipeline a measurement runs on, and a small pool that loads each one once.
+"""Which pipeline a measurement runs on, and the one bounded cache that loads each pipeline once.
 
 Order of use:
 
@@ -6,23 +6,39 @@ Order of use:
     pool = PipelinePool(get_pair("offline"), "CPU")   # loads nothing yet
     loaded = pool.get(spec)                           # built on first use, kept for the next call
     reference = pool.get(spec.plain_reference)        # the plain pipeline it is compared with
+    pool.evictions                                    # one sentence per pipeline freed to make room
     pool.release()                                    # free the compiled models
 
 `PipelineSpec` names a pipeline (mode, draft variant, precisions, scheduler
 settings); `load_spec_pipeline` builds it with `utils.pipelines.load_pipeline`
 (the one pipeline builder) and `request_token_probabilities`, so every
-pipeline of a sweep computes token probabilities. `PipelinePool` keeps at most
-a few pipelines in memory. Used by `utils.sweeps`, `utils.concurrency`,
-`utils.pipeline_memory` and `utils.autotune`.
+pipeline of a sweep computes token probabilities.
+
+`BoundedPipelines` is the one implementation of load-on-first-use with a bound:
+any key with a `mode` and a `label` (a `PipelineSpec`, the playground's
+`utils.playground.PlaygroundPipeline`), a load function, at most `keep`
+pipelines in memory; to make room it frees the least recently used pipeline
+that is not plain (plain references are kept first) and says so in
+`evictions`. `PipelinePool` is `BoundedPipelines` over one pair and device,
+keyed by `PipelineSpec`; used by `utils.sweeps`, `utils.concurrency`,
+`utils.pipeline_memory`, `utils.autotune` and `utils.task_tuner`. The
+playground's `PipelineCache` is `BoundedPipelines` with a warm-up.
 
 Heavy imports (openvino_genai) happen inside `utils.pipelines`' functions.
+
+Used in notebook: 05.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
+from typing import Generic, Protocol, TypeVar
 
-from utils.pipelines import LoadedPipeline, SpeculationSetupError, device_properties, load_pipeline
+from utils.input_checks import as_integer
 from utils.model_catalogue import ModelPair, ModelSpec
+from utils.pipelines import LoadedPipeline, SpeculationSetupError, device_properties, load_pipeline
+
+DEFAULT_KEEP = 2  # pipelines kept in memory: a plain reference and the one it is compared with
 
 
 @dataclass(frozen=True)
@@ -96,18 +112,91 @@ def load_spec_pipeline(pair: ModelPair, spec: PipelineSpec, device: str = "CPU")
         max_num_batched_tokens=spec.max_num_batched_tokens, draft_precision=spec.draft_precision))
 
 
-class PipelinePool:
-    """Loads pipelines on first use and keeps at most `keep` of them (plain references are kept first).
+class PipelineKey(Hashable, Protocol):
+    """What `BoundedPipelines` needs of a key: the pipeline's mode (plain ones are kept first) and a label."""
 
-    A sweep over draft variants would otherwise hold one compiled copy of the
-    main model per variant in memory.
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+Key = TypeVar("Key", bound=PipelineKey)
+
+
+class BoundedPipelines(Generic[Key]):
+    """Pipelines loaded on first use (`load(key)`), at most `keep` in memory, each eviction said in `evictions`.
+
+    To make room it frees the least recently used pipeline that is not plain, or
+    the least recently used one when all are plain. `loads` counts the loads.
     """
 
-    def __init__(self, pair: ModelPair, device: str = "CPU", keep: int = 2) -> None:
+    def __init__(self, load: Callable[[Key], LoadedPipeline], keep: int = DEFAULT_KEEP,
+                 on_evict: Callable[[str], None] | None = None) -> None:
+        self.load = load
+        self.keep = as_integer(keep, "keep", minimum=1, advice="Keep at least one pipeline in memory.")
+        self.on_evict = on_evict
+        self.loads = 0
+        self.evictions: list[str] = []  # "Freed the ... pipeline to make room for ...", oldest first
+        self._loaded: dict[Key, LoadedPipeline] = {}  # least recently used first
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._loaded
+
+    def __len__(self) -> int:
+        return len(self._loaded)
+
+    def keys(self) -> list[Key]:
+        """The keys in memory, least recently used first."""
+        return list(self._loaded)
+
+    def get(self, key: Key) -> LoadedPipeline:
+        """The pipeline for `key`: the one in memory, else loaded (after freeing others to stay within `keep`)."""
+        if key in self._loaded:
+            self._loaded[key] = self._loaded.pop(key)  # now the most recently used
+            return self._loaded[key]
+        while len(self._loaded) >= self.keep:
+            evict = next((k for k in self._loaded if k.mode != "plain"), next(iter(self._loaded)))
+            del self._loaded[evict]
+            message = (f"Freed the {evict.label} pipeline to make room for the {key.label} pipeline "
+                       f"(at most {self.keep} kept in memory).")
+            self.evictions.append(message)
+            if self.on_evict is not None:
+                self.on_evict(message)
+        self._loaded[key] = self.load(key)
+        self.loads += 1
+        return self._loaded[key]
+
+    def release(self) -> None:
+        """Free every pipeline (the counters stay)."""
+        self._loaded.clear()
+
+
+class PipelinePool:
+    """Pipelines of one pair on one device, keyed by `PipelineSpec`, loaded on first use, at most `keep` kept.
+
+    A sweep over draft variants would otherwise hold one compiled copy of the
+    main model per variant in memory. The bound and eviction are `BoundedPipelines`'.
+    """
+
+    def __init__(self, pair: ModelPair, device: str = "CPU", keep: int = DEFAULT_KEEP) -> None:
         self.pair = pair
         self.device = device
-        self.keep = keep
-        self._loaded: dict[PipelineSpec, LoadedPipeline] = {}
+        self.pipelines: BoundedPipelines[PipelineSpec] = BoundedPipelines(self._load, keep)
+
+    @property
+    def keep(self) -> int:
+        return self.pipelines.keep
+
+    @keep.setter
+    def keep(self, keep: int) -> None:
+        self.pipelines.keep = as_integer(keep, "keep", minimum=1)
+
+    @property
+    def evictions(self) -> list[str]:
+        """One sentence per pipeline freed to make room, oldest first."""
+        return self.pipelines.evictions
 
     def canonical(self, spec: PipelineSpec) -> PipelineSpec:
         """The same pipeline spelled one way: the pair's default draft as None, a draft precision equal to the main's as None."""
@@ -120,13 +209,10 @@ class PipelinePool:
         return replace(spec, draft_variant=variant, draft_precision=precision)
 
     def get(self, spec: PipelineSpec) -> LoadedPipeline:
-        spec = self.canonical(spec)
-        if spec not in self._loaded:
-            while len(self._loaded) >= self.keep:
-                evict = next((s for s in self._loaded if s.mode != "plain"), next(iter(self._loaded)))
-                del self._loaded[evict]
-            self._loaded[spec] = load_spec_pipeline(self.pair, spec, self.device)
-        return self._loaded[spec]
+        return self.pipelines.get(self.canonical(spec))
 
     def release(self) -> None:
-        self._loaded.clear()
+        self.pipelines.release()
+
+    def _load(self, spec: PipelineSpec) -> LoadedPipeline:
+        return load_spec_pipeline(self.pair, spec, self.device)

@@ -9,6 +9,8 @@ Every pipeline of the project comes from `load_pipeline`, so plain and speculati
 checked first (`check_main_folder`, `check_draft_folder`) with errors that say what to do. Running prompts
 and measuring them is `utils.generation`; tables and breakdowns of the records are `utils.generation_reports`.
 Heavy imports (openvino_genai) happen inside functions.
+
+Used in notebooks: 02, 03.
 """
 from __future__ import annotations
 

@@ -12,8 +12,19 @@ Everything lives in the objects these functions return (no module-level state).
 Generation runs in a background thread so the page stays live; the streamer
 callback updates the HTML widgets after each verification step. A click while a
 generation runs is refused with a message (`rejected_clicks` counts them).
-Errors (empty prompt, impossible settings, a pair not prepared) become a one-line
-message in the widget, never a traceback.
+
+Settings outside the widgets' ranges (K_RANGE, THRESHOLD_MAX, MAX_NEW_TOKENS_RANGE,
+the known pairs, modes and precisions) are refused with a one-line `InputError`,
+never clamped: by `build_playground` before any widget is made, and by
+`PlaygroundChoice.settings()` for a choice built in code. At a click, errors (empty
+prompt, impossible settings, a pair not prepared, a prompt too long for the model's
+context) become a one-line message in the widget, never a traceback; the prompt's
+length is checked with the main model's tokenizer alone (`PromptTokens`), before any
+pipeline is loaded. The settings and their checks live in `utils.playground_choice`. Pipelines live in a `PipelineCache`: `utils.pipeline_pool.BoundedPipelines`
+(the course's one bounded cache, at most `keep` pipelines) plus an untimed warm-up; each
+pipeline it frees to make room is named in the message box (`message_history`).
+
+Used in notebook: 07.
 """
 from __future__ import annotations
 
@@ -22,99 +33,30 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from utils.pipelines import LoadedPipeline, load_pipeline
-from utils.generation import DecodingSettings, GenerationRecord, run_prompt
-from utils.model_catalogue import PAIRS, get_pair
-from utils.model_check import check_model_folder
 from utils import decoding_metrics
+from utils.generation import DecodingSettings, GenerationRecord, run_prompt
+from utils.input_checks import InputError
+from utils.model_catalogue import PAIRS
+from utils.pipelines import LoadedPipeline
+from utils.playground_choice import (
+    DEFAULT_DRAFT_VARIANT,
+    DEFAULT_PROMPT,
+    K_RANGE,
+    MAX_NEW_TOKENS_RANGE,
+    MODE_LABELS,
+    PRECISIONS,
+    THRESHOLD_MAX,
+    THRESHOLD_STEP,
+    PipelineCache,
+    PlaygroundChoice,
+    PromptTokens,
+    check_prompt,
+)
 from utils.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR, StepRecorder, StepSegmenter, segment_html
 
-MODE_LABELS = {"plain": "plain", "draft model": "speculative", "prompt lookup": "prompt_lookup"}
-DEFAULT_PROMPT = "Explain in two sentences why the sky is blue."
-DEFAULT_DRAFT_VARIANT = "default"
-WARMUP_TOKENS = 4
 TEXT_STYLE = "white-space:pre-wrap;font-family:monospace;line-height:1.6;min-height:3em"
-
-
-# --------------------------------------------------------------------------- what the widgets say
-
-
-@dataclass(frozen=True)
-class PlaygroundChoice:
-    """The playground's settings, as read from its widgets at the moment of a click."""
-
-    prompt: str
-    pair: str = "offline"
-    draft_variant: str = DEFAULT_DRAFT_VARIANT  # "default" or one of the pair's alternative drafts
-    mode: str = "speculative"  # "plain", "speculative" or "prompt_lookup"
-    k: int = 3
-    threshold: float = 0.0  # 0 = off (fixed K); > 0 = dynamic speculation (draft model only)
-    precision: str = "f32"
-    device: str = "CPU"
-    max_new_tokens: int = 32
-
-    def settings(self) -> DecodingSettings:
-        """Validated decoding settings; a SpeculationSetupError says what cannot work and what to do."""
-        if self.mode == "plain":
-            return DecodingSettings("plain", max_new_tokens=self.max_new_tokens)
-        if self.threshold > 0:
-            if self.mode == "prompt_lookup":
-                return DecodingSettings("prompt_lookup", assistant_confidence_threshold=self.threshold,
-                                        max_new_tokens=self.max_new_tokens)  # raises: lookup has no probabilities
-            return DecodingSettings("speculative", assistant_confidence_threshold=self.threshold,
-                                    max_new_tokens=self.max_new_tokens)
-        return DecodingSettings(self.mode, num_assistant_tokens=self.k, max_new_tokens=self.max_new_tokens)
-
-    def folders(self) -> tuple[Path, Path | None]:
-        """(main folder, draft folder or None), checked: a missing pair says how to prepare it."""
-        pair = get_pair(self.pair)
-        variant = None if self.draft_variant == DEFAULT_DRAFT_VARIANT else self.draft_variant
-        main_dir = check_model_folder(pair.main.path, "main model")
-        if self.mode != "speculative":
-            return main_dir, None
-        return main_dir, check_model_folder(pair.draft_variant(variant).path, "draft model")
-
-
-def check_prompt(prompt: str) -> str:
-    """The prompt without surrounding blanks; an empty one raises a ValueError that says what to do."""
-    if not prompt or not prompt.strip():
-        raise ValueError("The prompt is empty: type a question or an instruction in the prompt box, then click again.")
-    return prompt.strip()
-
-
-# --------------------------------------------------------------------------- pipelines, loaded once
-
-
-class PipelineCache:
-    """Pipelines keyed by (mode, main, draft, device, precision): loaded and warmed up once, reused across clicks.
-
-    loader: `utils.pipelines.load_pipeline` (tests may pass a counting wrapper).
-    """
-
-    def __init__(self, loader: Callable[..., LoadedPipeline] = load_pipeline):
-        self.loader = loader
-        self.pipelines: dict[tuple, LoadedPipeline] = {}
-        self.loads = 0
-
-    def get(self, mode: str, main_dir: Path, draft_dir: Path | None, device: str, precision: str) -> LoadedPipeline:
-        key = (mode, str(main_dir), str(draft_dir) if draft_dir else None, device, precision)
-        if key not in self.pipelines:
-            loaded = self.loader(mode, main_dir, device, draft_dir=draft_dir, precision=precision)
-            # Untimed warm-up: the first generate compiles kernels and allocates the KV cache.
-            run_prompt(loaded, "Hello", DecodingSettings(mode, max_new_tokens=WARMUP_TOKENS))
-            self.pipelines[key] = loaded
-            self.loads += 1
-        return self.pipelines[key]
-
-    def for_choice(self, choice: PlaygroundChoice, mode: str | None = None) -> LoadedPipeline:
-        """The pipeline for a choice (or for another mode on the same pair, e.g. plain for the race)."""
-        mode = mode or choice.mode
-        main_dir, draft_dir = PlaygroundChoice(**{**choice.__dict__, "mode": mode}).folders()
-        return self.get(mode, main_dir, draft_dir, choice.device, choice.precision)
-
 
 # --------------------------------------------------------------------------- live counters
 
@@ -238,7 +180,7 @@ def timed_run(loaded: LoadedPipeline, prompt: str, settings: DecodingSettings) -
 def replay_events(runs: Sequence[TimedRun]) -> list[tuple[float, int, list[int]]]:
     """(time, run index, step) for all runs, merged in time order, to replay them side by side."""
     events = [(moment, index, step) for index, run in enumerate(runs)
-              for moment, step in zip(run.step_times, run.steps)]
+              for moment, step in zip(run.step_times, run.steps, strict=False)]
     return sorted(events, key=lambda event: (event[0], event[1]))
 
 
@@ -281,6 +223,7 @@ class Playground:
     widget: Any  # the controls, the Generate button and the live view
     race_widget: Any  # the Race button and the two texts side by side (shares the controls above)
     cache: PipelineCache
+    prompt_tokens: PromptTokens = field(default_factory=PromptTokens)  # the context check before any load
     replay_speed: float = 1.0  # 1 = replay the race at its measured pace
     last_counters: LiveCounters | None = None
     counter_history: list[str] = field(default_factory=list)  # counters HTML after every step
@@ -359,9 +302,11 @@ class Playground:
         choice = self.choice()
         prompt = check_prompt(choice.prompt)
         settings = choice.settings()
+        self.prompt_tokens.check_fits(choice.folders()[0], prompt, settings)
         self._show_message(f"Loading {choice.mode} pipeline on {choice.device} (once per setting)…", "#555")
+        freed = len(self.cache.evictions)
         loaded = self.cache.for_choice(choice)
-        self._show_message("", "")
+        self._show_evictions(freed)
         label = f"{choice.mode} {settings.label} on {choice.device}, {choice.precision}"
         counters = LiveCounters(k=settings.num_assistant_tokens if choice.mode != "plain" else None)
         self.last_counters, self.counter_history = counters, []
@@ -391,8 +336,10 @@ class Playground:
             raise ValueError("The race compares plain decoding with speculation: choose the mode "
                              "'draft model' or 'prompt lookup', then click Race again.")
         settings = choice.settings()
+        self.prompt_tokens.check_fits(choice.folders()[0], prompt, settings)
         plain_settings = DecodingSettings("plain", max_new_tokens=choice.max_new_tokens)
         self._show_message("Loading both pipelines (once per setting)…", "#555")
+        freed = len(self.cache.evictions)
         plain_pipeline = self.cache.for_choice(choice, "plain")
         speculative_pipeline = self.cache.for_choice(choice)
         self._show_message("Running plain, then speculative (not at the same time: on 2 cores they would slow "
@@ -400,7 +347,7 @@ class Playground:
         for target in (self.race_plain, self.race_speculative, self.race_result):
             target.value = ""
         runs = [timed_run(plain_pipeline, prompt, plain_settings), timed_run(speculative_pipeline, prompt, settings)]
-        self._show_message("", "")
+        self._show_evictions(freed)
         decode = lambda ids: plain_pipeline.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
         views = [LiveText(self.race_plain, decode), LiveText(self.race_speculative, decode)]
         started = time.perf_counter()
@@ -419,6 +366,10 @@ class Playground:
         self.last_race = result
         return result
 
+    def _show_evictions(self, since: int) -> None:
+        """Name the pipelines the cache freed since its `since`-th eviction (or clear the message box)."""
+        self._show_message(" ".join(self.cache.evictions[since:]), "#555")
+
     def _show_counters(self, counters: LiveCounters, label: str) -> None:
         self.counters.value = counters.as_html(label)
         self.counter_history.append(self.counters.value)
@@ -431,11 +382,20 @@ def _draft_options(pair_name: str) -> list[str]:
 def build_playground(device: Any, *, prompt: str = DEFAULT_PROMPT, pair: str = "offline", mode: str = "draft model",
                      k: int = 3, threshold: float = 0.0, precision: str = "f32", max_new_tokens: int = 32,
                      cache: PipelineCache | None = None) -> Playground:
-    """The playground's widgets wired to their handlers. device: a Dropdown (utils.device_picker.device_picker())."""
+    """The playground's widgets wired to their handlers. device: a Dropdown (utils.device_picker.device_picker()).
+
+    A setting outside its widget's range raises a one-line InputError before any widget is made (never clamped).
+    """
+    if mode not in MODE_LABELS:
+        raise InputError(f"mode must be one of {', '.join(map(repr, MODE_LABELS))} (the Mode buttons), got {mode!r}: "
+                         "choose one of them.")
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(map(repr, PRECISIONS))} (the Precision menu), "
+                         f"got {precision!r}: choose one of them.")
+    PlaygroundChoice(prompt, pair=pair, mode=MODE_LABELS[mode], k=k, threshold=threshold, precision=precision,
+                     max_new_tokens=max_new_tokens).check_ranges()
     import ipywidgets as widgets
 
-    if mode not in MODE_LABELS:
-        raise ValueError(f"mode must be one of {list(MODE_LABELS)}, got {mode!r}.")
     wide = widgets.Layout(width="95%")
     style = {"description_width": "9em"}
     controls = {
@@ -445,13 +405,13 @@ def build_playground(device: Any, *, prompt: str = DEFAULT_PROMPT, pair: str = "
         "draft": widgets.Dropdown(options=_draft_options(pair), value=DEFAULT_DRAFT_VARIANT,
                                   description="Draft variant:", style=style),
         "mode": widgets.ToggleButtons(options=list(MODE_LABELS), value=mode, description="Mode:", style=style),
-        "k": widgets.IntSlider(value=k, min=1, max=10, description="K (draft tokens):", style=style),
-        "threshold": widgets.FloatSlider(value=threshold, min=0.0, max=0.95, step=0.05, style=style,
+        "k": widgets.IntSlider(value=k, min=K_RANGE[0], max=K_RANGE[1], description="K (draft tokens):", style=style),
+        "threshold": widgets.FloatSlider(value=threshold, min=0.0, max=THRESHOLD_MAX, step=THRESHOLD_STEP, style=style,
                                          description="Threshold:", readout_format=".2f"),
-        "precision": widgets.Dropdown(options=["f32", "default"], value=precision, description="Precision:",
+        "precision": widgets.Dropdown(options=list(PRECISIONS), value=precision, description="Precision:",
                                       style=style),
-        "max_new_tokens": widgets.IntSlider(value=max_new_tokens, min=4, max=256, description="New tokens:",
-                                            style=style),
+        "max_new_tokens": widgets.IntSlider(value=max_new_tokens, min=MAX_NEW_TOKENS_RANGE[0],
+                                            max=MAX_NEW_TOKENS_RANGE[1], description="New tokens:", style=style),
         "generate": widgets.Button(description="Generate", button_style="primary", icon="play"),
         "race": widgets.Button(description="Race plain vs speculative", icon="flag-checkered",
                                layout=widgets.Layout(width="16em")),

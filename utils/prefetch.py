@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -25,8 +24,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from utils.atomic_folder import COMPLETE_MARKER, folder_size_bytes, read_marker
-from utils.model_check import is_complete
+from utils.input_checks import free_disk_bytes
 from utils.model_catalogue import PAIRS, ModelSpec, get_pair
+from utils.model_check import is_complete
 from utils.paths import MODELS_DIR_ENV, models_dir
 
 NETWORK_SOURCES = ("huggingface", "modelscope", "export")
@@ -183,7 +183,8 @@ def _first_lines(text: str, count: int = 2, limit: int = 400) -> str:
 def plan_table(plan: Sequence[PlannedModel]) -> str:
     """A plain-text table (pair, role, folder, source, MB on disk, seconds, status), then any errors."""
     header = ("pair", "role", "folder", "source", "MB on disk", "seconds", "status")
-    rows, notes = [], []
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
     for entry in plan:
         status = entry.status
         if entry.message:
@@ -202,7 +203,7 @@ def plan_table(plan: Sequence[PlannedModel]) -> str:
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
 
     def line(row: Sequence[str]) -> str:
-        return "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+        return "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
 
     return "\n".join([line(header), line(["-" * width for width in widths]), *map(line, rows), *notes])
 
@@ -237,8 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = models_dir()
     try:
         plan = plan_prefetch(arguments.pairs, arguments.source)
-        existing = next(folder for folder in (root, *root.parents) if folder.exists())
-        problems = resource_problems(plan, shutil.disk_usage(existing).free, total_memory_bytes())
+        problems = resource_problems(plan, free_disk_bytes(root), total_memory_bytes())
         if problems and not (arguments.allow_low_resources or arguments.dry_run):
             raise PrefetchError("; ".join(problems) + " (or pass --allow-low-resources)")
     except (PrefetchError, KeyError) as error:

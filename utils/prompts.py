@@ -12,6 +12,8 @@ words, which is easiest on predictable text (code, formulaic answers).
 
 Some prompts are long (>= 256 tokens with SmolLM2's tokenizer; `length == "long"`)
 so that later notebooks can compare short against long prompts.
+
+Used in notebooks: 02, 03, 04, 06, 07.
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ file. Used by `utils.sweeps` (sweep points, step times), `utils.concurrency`
 (requests at once), `utils.pipeline_memory` (memory) and `utils.autotune`
 (trials). ``CACHE_VERSION`` is part of every key: raise it when the meaning of
 stored results changes.
+
+Used in notebook: 05.
 """
 from __future__ import annotations
 

@@ -24,10 +24,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from utils.input_checks import InputError, as_integer, check_writable_file
 from utils.paths import REPO_ROOT, build_dir
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 FALLBACK_KERNEL = "python3"
 DEFAULT_CELL_TIMEOUT_SECONDS = 3600  # as the nbval run in `tutorial.py test`
@@ -147,7 +150,7 @@ def run_notebook(
     return outcome
 
 
-def render_html(notebook: dict, destination: Path) -> str | None:
+def render_html(notebook: NotebookNode, destination: Path) -> str | None:
     """Write the executed notebook as a standalone HTML page; None if nbconvert cannot."""
     try:
         from nbconvert import HTMLExporter

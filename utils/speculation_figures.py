@@ -3,6 +3,8 @@
 Every function draws with matplotlib (imported lazily) and returns the Figure.
 The plotting functions take `utils.generation.GenerationRecord`s, after
 `compare_with_plain`, so they show only speed-ups that the honesty rules allow.
+
+Used in notebooks: 02, 03.
 """
 from __future__ import annotations
 
@@ -196,9 +198,9 @@ def plot_tokens_per_pass(records: Sequence[GenerationRecord], title: str = "") -
     width = 0.8 / max(1, len(groups))
     for group_index, key in enumerate(groups):
         for task_index, task in enumerate(tasks):
-            members = [r for r in records if (r.backend, r.mode, r.setting) == key and r.task == task
-                       and r.tokens_per_step]
-            value = pooled_tokens_per_main_pass([r.tokens_per_step for r in members]) if members else None
+            runs = [r.tokens_per_step for r in records if (r.backend, r.mode, r.setting) == key and r.task == task
+                    and r.tokens_per_step]
+            value = pooled_tokens_per_main_pass(runs) if runs else None
             if value is None:
                 continue
             x = task_index + (group_index - (len(groups) - 1) / 2) * width

@@ -9,7 +9,9 @@ With per-token acceptance probability ``a``, draft length ``k`` and cost ratio
 The second formula assumes that the main model verifies k+1 tokens in the time
 of one plain step. `predicted_speedup_with_step_times` drops that assumption:
 it takes the measured time of the verification step instead (see
-utils.verification_cost), which on a CPU grows with k.
+utils.step_timing), which on a CPU grows with k.
+
+Used in notebooks: 04, 05, 06, 07.
 """
 from __future__ import annotations
 

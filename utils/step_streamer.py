@@ -16,6 +16,8 @@ steps from a record without a streamer.
 Caveat: the last step can be cut short by `max_new_tokens` or the end-of-sequence
 token; its last token is then shown as the main model's although it may have
 been an accepted draft token.
+
+Used in notebooks: 02, 03.
 """
 from __future__ import annotations
 

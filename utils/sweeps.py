@@ -22,16 +22,19 @@ settings, prompts, warm-up/repeats and the OpenVINO package versions. A re-run
 loads finished points without loading any model; a cleared cache measures
 again. `SweepResult` summarises the records (`summarise_records`) per task
 type, prompt length or prompt. `cached_pair_step_times` caches
-`utils.verification_cost.measure_pair_step_times` the same way.
+`utils.step_timing.measure_pair_step_times` the same way.
 
 Measurements of the same pipelines that are not sweeps of one request live
 next door: `utils.concurrency` (several requests at once) and
 `utils.pipeline_memory` (peak memory).
 
 Heavy imports (openvino_genai) happen inside functions.
+
+Used in notebook: 05.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import statistics
 from collections.abc import Callable, Iterable, Sequence
@@ -39,13 +42,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from utils import decoding_metrics
-from utils.pipelines import check_draft_folder, check_main_folder, main_model_properties
 from utils.generation import DecodingSettings, GenerationRecord, compare_with_plain, measure_side_by_side
 from utils.model_catalogue import ModelPair
 from utils.pipeline_pool import PipelinePool, PipelineSpec
+from utils.pipelines import check_draft_folder, check_main_folder, main_model_properties
 from utils.prompts import Prompt, as_prompt, select_prompts
-from utils.result_cache import ResultCache, model_fingerprint, measured_versions
+from utils.result_cache import ResultCache, measured_versions, model_fingerprint
 
+_DEFAULT_PIPELINE = PipelineSpec()  # frozen, so one shared default is safe
 
 # --------------------------------------------------------------------------- sweep points
 
@@ -64,7 +68,8 @@ class SweepPoint:
         return f"{self.knob}={self.value}"
 
 
-def k_points(ks: Iterable[int], max_new_tokens: int = 32, pipeline: PipelineSpec = PipelineSpec()) -> list[SweepPoint]:
+def k_points(ks: Iterable[int], max_new_tokens: int = 32,
+             pipeline: PipelineSpec = _DEFAULT_PIPELINE) -> list[SweepPoint]:
     """One point per number of draft tokens K (`num_assistant_tokens`)."""
     return [SweepPoint("num_assistant_tokens", int(k),
                        DecodingSettings("speculative", num_assistant_tokens=int(k), max_new_tokens=max_new_tokens),
@@ -72,7 +77,7 @@ def k_points(ks: Iterable[int], max_new_tokens: int = 32, pipeline: PipelineSpec
 
 
 def threshold_points(thresholds: Iterable[float], max_new_tokens: int = 32,
-                     pipeline: PipelineSpec = PipelineSpec()) -> list[SweepPoint]:
+                     pipeline: PipelineSpec = _DEFAULT_PIPELINE) -> list[SweepPoint]:
     """One point per `assistant_confidence_threshold` (dynamic draft length)."""
     return [SweepPoint("assistant_confidence_threshold", float(threshold),
                        DecodingSettings("speculative", assistant_confidence_threshold=float(threshold),
@@ -179,11 +184,13 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     `utils.decoding_metrics`' definitions, pooled over the records.
     """
     comparable = [record for record in records if record.speedup_vs_plain is not None]
-    plain_seconds = sum(record.wall_seconds * record.speedup_vs_plain for record in comparable)
+    plain_seconds = sum(record.wall_seconds * record.speedup_vs_plain for record in records
+                        if record.speedup_vs_plain is not None)
     seconds = sum(record.wall_seconds for record in comparable)
-    counted = [record for record in records if record.draft_tokens is not None]
-    acceptance = decoding_metrics.acceptance_rate(sum(record.accepted_tokens for record in counted),
-                                                  sum(record.draft_tokens for record in counted)) if counted else None
+    counted = [(record.accepted_tokens, record.draft_tokens) for record in records
+               if record.accepted_tokens is not None and record.draft_tokens is not None]
+    acceptance = decoding_metrics.acceptance_rate(sum(accepted for accepted, _ in counted),
+                                                  sum(drafted for _, drafted in counted)) if counted else None
     runs = [record.tokens_per_step for record in records if record.tokens_per_step]
     steps = [step for run in runs for step in decoding_metrics.verification_steps(run)]
     tokens_per_pass = decoding_metrics.pooled_tokens_per_main_pass(runs)
@@ -423,7 +430,7 @@ def run_sweep(
     keys = [point_cache_key(pair, device, point, prompt_list, warmup, repeats) for point in points]
     results: list[PointResult | None] = []
     missing: list[int] = []
-    for index, (point, key) in enumerate(zip(points, keys)):
+    for index, (point, key) in enumerate(zip(points, keys, strict=True)):
         cached_records = _records_or_none(cache.get(key))
         results.append(PointResult(point, cached_records, from_cache=True) if cached_records is not None else None)
         if cached_records is None:
@@ -436,7 +443,7 @@ def run_sweep(
         runs = (1 + len(members)) * len(prompt_list) * repeats
         done = 0
 
-        def report(message: str) -> None:
+        def report(runs: int, message: str) -> None:
             nonlocal done
             done += 1
             if bar is not None:
@@ -445,8 +452,8 @@ def run_sweep(
         if bar is not None:
             bar.set_postfix_str(f"loading and warming up {points[members[0]].pipeline.label}")
         measured = measure_points(pool, [points[index] for index in members], prompt_list, warmup=warmup,
-                                  repeats=repeats, progress=report)
-        for index, records in zip(members, measured):
+                                  repeats=repeats, progress=functools.partial(report, runs))
+        for index, records in zip(members, measured, strict=True):
             cache.put(keys[index], [record.as_dict() for record in records])
             results[index] = PointResult(points[index], records)
         if bar is not None:
@@ -463,11 +470,11 @@ def cached_pair_step_times(pair: ModelPair, device: str = "CPU", *, draft_varian
                            token_counts: Iterable[int] = range(1, 12), context_tokens: int = 64, repeats: int = 5,
                            main_precision: str = "f32", draft_precision: str | None = None,
                            cache: ResultCache | None = None) -> tuple[list, Any, bool]:
-    """`verification_cost.measure_pair_step_times` for a pair, cached like sweep points.
+    """`step_timing.measure_pair_step_times` for a pair, cached like sweep points.
 
     Returns (main step times per token count, the draft's one-token step, from_cache).
     """
-    from utils.verification_cost import StepTime, measure_pair_step_times
+    from utils.step_timing import StepTime, measure_pair_step_times
 
     counts = sorted(set(int(count) for count in token_counts))
     draft = pair.draft_variant(draft_variant)

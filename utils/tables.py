@@ -1,4 +1,7 @@
-"""Show lists of records as tables in a notebook (no pandas needed)."""
+"""Show lists of records as tables in a notebook (no pandas needed).
+
+Used in notebooks: 00, 01, 02, 04, 05, 06, 07.
+"""
 from __future__ import annotations
 
 import html
@@ -45,7 +48,7 @@ def text_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> st
 
     cells = [[text(row.get(c)) for c in columns] for row in rows]
     widths = [max(len(str(c)), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(columns, widths)),
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(columns, widths, strict=True)),
              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
     return "\n".join(lines)

@@ -21,11 +21,12 @@ The per-task tuner of notebook 05 and of the command line:
 
 Run `python -m utils.task_tuner --pair qwen2.5-coder` for the benchmark form;
 heavy imports (openvino_genai) happen inside functions.
+
+Used in notebook: 05.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -240,19 +241,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def write_json(path: Path, tuning: TaskTuning, argv: Sequence[str]) -> None:
+def write_tuning_json(path: Path, tuning: TaskTuning, argv: Sequence[str]) -> None:
     """The choices, every tuning measurement's summary per task, the command and the machine, as JSON."""
     from utils.benchmark import measurement_context
+    from utils.result_files import write_json
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    document = {
+    write_json(path, {
         "machine": measurement_context(),
         "command": "python -m utils.task_tuner " + " ".join(argv),
         "choices": [choice.as_dict() for choice in tuning.choices],
         "summary": summary_line(tuning.choices),
         "tuning_rows": tuning.sweep.rows(by="task"),
-    }
-    path.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
+    }, default=str)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -280,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(summary_line(tuning.choices))
     print("Run: python -m utils.task_tuner " + " ".join(argv))
     if arguments.json is not None:
-        write_json(arguments.json, tuning, argv)
+        write_tuning_json(arguments.json, tuning, argv)
         print(f"written to {arguments.json}")
     return 0
 

@@ -1,4 +1,7 @@
-"""Plots for notebook 06: the draft's training curve, and what its acceptance buys according to the speed-up formula."""
+"""Plots for notebook 06: the draft's training curve, and what its acceptance buys according to the speed-up formula.
+
+Used in notebook: 06.
+"""
 from __future__ import annotations
 
 from collections.abc import Sequence

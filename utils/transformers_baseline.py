@@ -26,6 +26,8 @@ What it measures: wall time around `generate`, generated tokens, main-model
 forward passes (counted with a forward hook). transformers does not report
 acceptance, TTFT or TPOT, so those stay None. Precision is f32 (PyTorch CPU
 default), so compare with OpenVINO GenAI runs at ``precision="f32"``.
+
+Used in notebook: 03.
 """
 from __future__ import annotations
 
@@ -37,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.pipelines import SpeculationSetupError
 from utils.generation import DecodingSettings, GenerationRecord, measure_runners
 from utils.paths import models_dir
+from utils.pipelines import SpeculationSetupError
 from utils.prompts import Prompt, as_prompt
 
 HF_FOLDER_NAME = "smollm2-135m-instruct-hf"

@@ -2,8 +2,10 @@
 
 Every plot of a speed-up draws the plain-decoding reference (1.0x) as a line.
 Functions take the results of `utils.sweeps`, `utils.concurrency`,
-`utils.pipeline_memory`, `utils.verification_cost` and `utils.autotune` and
+`utils.pipeline_memory`, `utils.step_timing` and `utils.autotune` and
 return a matplotlib Figure; matplotlib is imported inside them.
+
+Used in notebooks: 05, 06.
 """
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ def plot_drafts(result: Any, draft_sizes_mb: dict[str, float] | None = None):
             tick_labels.append(f"{label}\n{size:.0f} MB" if size else label)
         axis.set_xticks(positions, tick_labels, fontsize=8)
         axis.grid(alpha=0.3, axis="y")
-    for position, row in zip(positions, rows):
+    for position, row in zip(positions, rows, strict=True):
         left.annotate("same text" if row["identical"] else "text differs", (position, row["speedup"] or 0),
                       ha="center", va="bottom", fontsize=7)
     left.legend(fontsize=8, loc="upper right")

@@ -1,5 +1,8 @@
-"""save_figure writes where SPECDEC_FIGURES_DIR points, and refuses paths."""
+"""utils.result_files: save_figure writes where SPECDEC_FIGURES_DIR points and refuses paths; write_json."""
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -7,7 +10,7 @@ matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from utils.figures import save_figure  # noqa: E402
+from utils.result_files import save_figure, write_json  # noqa: E402
 
 
 def test_figure_lands_in_the_configured_folder(tmp_path, monkeypatch) -> None:
@@ -30,3 +33,19 @@ def test_names_with_folders_are_refused() -> None:
     figure, _ = plt.subplots()
     with pytest.raises(ValueError, match="plain file name"):
         save_figure(figure, "../escape")
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+def test_write_json_creates_the_folder_and_writes_dataclasses_and_numpy(tmp_path) -> None:
+    import numpy as np
+
+    path = write_json(tmp_path / "deep" / "data.json", {"point": Point(1, 2), "values": np.arange(3)})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"point": {"x": 1, "y": 2}, "values": [0, 1, 2]}
+    with pytest.raises(TypeError, match="Cannot write"):
+        write_json(tmp_path / "set.json", {1, 2})
+    assert json.loads(write_json(tmp_path / "str.json", {1}, default=sorted).read_text()) == [1]

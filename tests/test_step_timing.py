@@ -1,9 +1,9 @@
-"""Tests of utils.verification_cost: the arithmetic on step times, and (with the offline models) the timed pass."""
+"""Tests of utils.step_timing: the arithmetic on step times, and (with the offline models) the timed pass."""
 from __future__ import annotations
 
 import pytest
 
-from utils import verification_cost as vc
+from utils import step_timing as vc
 from utils.model_catalogue import get_pair
 
 

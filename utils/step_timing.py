@@ -16,6 +16,8 @@ speculative decoding runs a paged-attention version of the same model, so its
 absolute times differ a little; the *shape* of the curve is what matters.
 
 Heavy imports (openvino, numpy) happen inside functions.
+
+Used in notebooks: 05, 06.
 """
 from __future__ import annotations
 
@@ -116,12 +118,12 @@ def time_interleaved(timers: Sequence[tuple[StepTimer, list[int]]], repeats: int
         for timer, counts in timers:
             for count in counts:
                 timer.sample_ms(count)
-    samples = [{count: [] for count in counts} for _, counts in timers]
+    samples: list[dict[int, list[float]]] = [{count: [] for count in counts} for _, counts in timers]
     rounds: Iterable[int] = range(repeats)
     if progress is not None:
         rounds = progress(rounds)
     for repeat in rounds:
-        for (timer, counts), timer_samples in zip(timers, samples):
+        for (timer, counts), timer_samples in zip(timers, samples, strict=True):
             shift = repeat % len(counts)
             for count in counts[shift:] + counts[:shift]:
                 timer_samples[count].append(timer.sample_ms(count))
@@ -179,7 +181,8 @@ def step_time_lookup(step_times: Sequence[StepTime]) -> Callable[[int], float]:
             return points[0][1]
         if tokens >= points[-1][0]:
             return points[-1][1]
-        for (low_tokens, low_ms), (high_tokens, high_ms) in zip(points, points[1:]):
+        # consecutive pairs: points[1:] is one shorter by design
+        for (low_tokens, low_ms), (high_tokens, high_ms) in zip(points, points[1:], strict=False):
             if low_tokens <= tokens <= high_tokens:
                 weight = (tokens - low_tokens) / (high_tokens - low_tokens)
                 return low_ms + weight * (high_ms - low_ms)
