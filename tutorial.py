@@ -229,16 +229,20 @@ def pytest_arguments(extra: list[str]) -> list[str]:
 
 
 def browser_test_may_run(extra: list[str]) -> bool:
-    """True unless the arguments leave the browser test out (the full run, `tests` or `-m browser` include it)."""
+    """True unless the arguments leave the browser test out (the full run, `tests`, `-m browser` or a marker
+    expression that only excludes other tiers include it)."""
     if not extra:
         return True
-    text = " ".join(extra)
-    if "browser" in text:
-        return "not browser" not in text
-    if any(argument.startswith(("-m", "-k")) for argument in extra):
+    for index, argument in enumerate(extra):
+        if argument == "-m" or argument.startswith("-m"):
+            expression = argument[2:].strip() or (extra[index + 1] if index + 1 < len(extra) else "")
+            if "browser" in expression:
+                return "not browser" not in expression
+            return expression.strip().startswith("not ") and " or " not in expression
+    if any(argument.startswith("-k") for argument in extra):
         return False
     targets = [(ROOT / argument.split("::")[0]).resolve() for argument in extra if not argument.startswith("-")]
-    return any(target in (ROOT, ROOT / "tests") for target in targets)
+    return any(target in (ROOT, ROOT / "tests") or "browser" in target.name for target in targets)
 
 
 def sudo_without_password() -> bool:

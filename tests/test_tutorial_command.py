@@ -260,7 +260,8 @@ def test_the_test_command_with_arguments_runs_just_those(tutorial, test_run: dic
 
 @pytest.mark.parametrize("arguments, needs_browser", [
     ([], True), (["tests"], True), (["-m", "not browser"], False), (["-m", "browser"], True),
-    (["tests/test_browser_playground.py"], True), (["tests/test_tables.py"], False), (["-m", "unit"], False)])
+    (["tests/test_browser_playground.py"], True), (["tests/test_tables.py"], False), (["-m", "unit"], False),
+    (["-m", "not unit and not notebooks"], True), (["-m", "models or standins"], False), (["-munit"], False)])
 def test_the_browser_is_provided_only_when_its_test_may_run(tutorial, arguments: list, needs_browser: bool) -> None:
     assert tutorial.browser_test_may_run(arguments) is needs_browser
 
