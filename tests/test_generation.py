@@ -166,16 +166,6 @@ def test_the_main_model_alone_gets_the_exact_properties(offline_pair, monkeypatc
 
 # --- bad model folders, caught before loading ------------------------------------------------------------------------
 
-@pytest.fixture
-def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make any attempt to load a model fail loudly: errors must come before long work."""
-    import openvino_genai
-
-    def refuse(*_args, **_kwargs):
-        raise AssertionError("a model was loaded before the bad input was reported")
-
-    monkeypatch.setattr(openvino_genai, "LLMPipeline", refuse)
-    monkeypatch.setattr(openvino_genai, "draft_model", refuse)
 
 
 def test_gguf_draft_is_refused(tmp_path: Path, offline_pair, no_model_loading) -> None:

@@ -52,15 +52,6 @@ def test_other_integers_are_checked(changes: dict) -> None:
 # --- pipelines: device and threads, before loading ---------------------------------------------------------------
 
 
-@pytest.fixture
-def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
-    import openvino_genai
-
-    def refuse(*_args, **_kwargs):
-        raise AssertionError("a model was loaded before the bad input was reported")
-
-    monkeypatch.setattr(openvino_genai, "LLMPipeline", refuse)
-    monkeypatch.setattr(openvino_genai, "draft_model", refuse)
 
 
 def test_a_device_this_machine_lacks_is_refused_with_the_list(offline_pair, no_model_loading) -> None:

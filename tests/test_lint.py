@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from utils.paths import REPO_ROOT
 
 LINTED = ("utils", "tests", "tutorial.py")
@@ -21,22 +23,22 @@ def test_the_code_passes_ruff() -> None:
                                    f"{result.stderr}"
 
 
-def test_the_rules_catch_an_unused_import_and_an_undefined_name(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("import os\n\n\ndef f():\n    return undefined_name\n", encoding="utf-8")
-    result = ruff("check", "--no-cache", "--config", str(REPO_ROOT / "pyproject.toml"), "--output-format",
-                  "concise", str(bad), cwd=tmp_path)
-    assert result.returncode == 1
-    assert "F401" in result.stdout and "F821" in result.stdout
+def ruff_on(source: str, folder: Path) -> subprocess.CompletedProcess:
+    """ruff with the project's rules on one file of `source`, outside the repository."""
+    bad = folder / "bad.py"
+    bad.write_text(source, encoding="utf-8")
+    return ruff("check", "--no-cache", "--config", str(REPO_ROOT / "pyproject.toml"), "--output-format", "concise",
+                str(bad), cwd=folder)
 
 
-def test_the_rules_catch_unsorted_imports_and_a_zip_without_strict(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("import sys\nimport json\n\nprint(list(zip(json.loads('[1]'), sys.argv)))\n", encoding="utf-8")
-    result = ruff("check", "--no-cache", "--config", str(REPO_ROOT / "pyproject.toml"), "--output-format",
-                  "concise", str(bad), cwd=tmp_path)
+@pytest.mark.parametrize("source, codes", [
+    ("import os\n\n\ndef f():\n    return undefined_name\n", ("F401", "F821")),  # unused import, undefined name
+    ("import sys\nimport json\n\nprint(list(zip(json.loads('[1]'), sys.argv)))\n", ("I001", "B905")),
+])
+def test_the_rules_catch_what_they_are_for(tmp_path: Path, source: str, codes: tuple[str, ...]) -> None:
+    result = ruff_on(source, tmp_path)
     assert result.returncode == 1
-    assert "I001" in result.stdout and "B905" in result.stdout
+    assert all(code in result.stdout for code in codes), result.stdout
 
 
 def mypy(*arguments: str) -> subprocess.CompletedProcess:
