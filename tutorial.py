@@ -33,8 +33,8 @@ STAMP = ".requirements-stamp"
 SUPPORTED_PYTHON = (3, 11)
 ANY_PYTHON_ENV = "SPECDEC_ALLOW_ANY_PYTHON"  # set to 1 to try another Python version at your own risk
 # Commands that run a module of utils/ with the rest of the command line (so `benchmark --help` is the module's help).
-TOOL_MODULES = {"prefetch": "utils.prefetch", "run-notebooks": "utils.run_notebooks", "benchmark": "utils.benchmark",
-                "figures": "utils.readme_figures", "refresh-outputs": "utils.notebook_outputs"}
+TOOL_MODULES = {"prefetch": "utils.models.prefetch", "run-notebooks": "utils.maintenance.run_notebooks", "benchmark": "utils.decoding.benchmark",
+                "figures": "utils.maintenance.readme_figures", "refresh-outputs": "utils.maintenance.notebook_outputs"}
 # Each environment installs from a lock file: every package, its dependencies included, pinned with sha256 hashes and
 # installed with `pip install --require-hashes --no-deps`. The requirements-*.txt files hold the top-level pins a
 # person edits; `python3 tutorial.py lock` re-makes the locks from them with uv (pinned in requirements.txt).
@@ -201,8 +201,8 @@ def setup(models: bool = True) -> None:
         ensure_ipex_kernel()
     write_lab_settings(MAIN_ENV)
     if models:
-        run([env_python(MAIN_ENV), "-m", "utils.offline_pair"], cwd=ROOT)
-        run([env_python(MAIN_ENV), "-m", "utils.coder_pair"], cwd=ROOT)  # prints what to do if opted out
+        run([env_python(MAIN_ENV), "-m", "utils.models.offline_pair"], cwd=ROOT)
+        run([env_python(MAIN_ENV), "-m", "utils.models.coder_pair"], cwd=ROOT)  # prints what to do if opted out
 
 
 def is_root() -> bool:
@@ -317,9 +317,9 @@ def main(argv: list[str] | None = None) -> None:
                              "setup: only set up; lock: re-make the lock files; "
                              "prefetch: fetch the real model pairs for offline use; "
                              "run-notebooks: execute every notebook headless with an HTML summary; "
-                             "benchmark: python -m utils.benchmark; "
-                             "figures: regenerate the README's images (python -m utils.readme_figures); "
-                             "refresh-outputs: re-run notebooks and commit-ready outputs (python -m utils.notebook_outputs)")
+                             "benchmark: python -m utils.decoding.benchmark; "
+                             "figures: regenerate the README's images (python -m utils.maintenance.readme_figures); "
+                             "refresh-outputs: re-run notebooks and commit-ready outputs (python -m utils.maintenance.notebook_outputs)")
     arguments, extra = parser.parse_known_args(argv)
     if arguments.command == "lab":
         lab(extra)

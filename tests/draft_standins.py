@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from utils.draft_data import Sample, TrainingData
-from utils.draft_settings import DraftTrainingSettings
+from utils.training.draft_data import Sample, TrainingData
+from utils.training.draft_settings import DraftTrainingSettings
 
 VOCAB = 40
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from utils.generation import GenerationRecord
-from utils.prompts import Prompt
-from utils.sweeps import PointResult, SweepPoint, SweepResult
+from utils.decoding.generation import GenerationRecord
+from utils.decoding.prompts import Prompt
+from utils.tuning.sweeps import PointResult, SweepPoint, SweepResult
 
 PROMPTS = [Prompt("c1", "code", "Write code."), Prompt("h1", "chat", "Hello?"),
            Prompt("s1", "summarisation", "Summarise " + "words " * 10, "long")]

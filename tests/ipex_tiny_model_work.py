@@ -3,7 +3,7 @@
     .venv-ipex/bin/python tests/ipex_tiny_model_work.py <folder> <max_new_tokens>
 
 Prints one JSON object: IPEX-LLM's raw counters (as the model carries them), what
-`utils.ipex_self_speculation.read_speculation_stats` made of them, and the token ids of a plain and a
+`utils.selfspec.ipex_self_speculation.read_speculation_stats` made of them, and the token ids of a plain and a
 speculative greedy run. tests/test_ipex_self_speculation.py checks them.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ def build_tiny_llama(folder: Path) -> None:
 def main(folder: Path, max_new_tokens: int) -> dict:
     import torch
 
-    from utils import ipex_self_speculation as ss
+    from utils.selfspec import ipex_self_speculation as ss
 
     if not (folder / "config.json").is_file():
         build_tiny_llama(folder)

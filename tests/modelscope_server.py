@@ -10,7 +10,7 @@ It answers, for model repositories held in memory:
 ``stall_after`` ({file path: bytes}) turns a file into a stalled download: a GET announces the whole
 length, sends the file up to that offset, then sends nothing more until the server stops (a hub that
 answers part of a download and then stalls). Anything else gets ModelScope's JSON error with status
-404. Point the client at it with ``MODELSCOPE_DOMAIN=server.url`` (the variable `utils.model_fetch`
+404. Point the client at it with ``MODELSCOPE_DOMAIN=server.url`` (the variable `utils.models.model_fetch`
 reads too).
 """
 from __future__ import annotations

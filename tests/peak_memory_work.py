@@ -1,4 +1,4 @@
-"""Work for tests/test_peak_memory.py, run by `python -m utils.peak_memory` in a fresh process."""
+"""Work for tests/test_peak_memory.py, run by `python -m utils.system.peak_memory` in a fresh process."""
 from __future__ import annotations
 
 

@@ -6,7 +6,7 @@
   tokenizer with byte fallback (Llama/Phi-3 kind), shared by the pair, and Phi-3's chat tokens.
 
 `export_openvino` turns a checkpoint into an OpenVINO folder with the project's own
-`utils.optimum_export` (optimum-cli), in the weight format of the real pre-converted model.
+`utils.models.optimum_export` (optimum-cli), in the weight format of the real pre-converted model.
 Everything is seconds to build; `repository_files` reads a folder as a hub repository's files.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.prompts import PROMPTS
+from utils.decoding.prompts import PROMPTS
 
 SEED = 1234
 DOLLY_SPECIAL_TOKENS = ("### End", "### Instruction:", "### Response:")
@@ -171,7 +171,7 @@ def write_fastdraft(folder: Path, tokenizer, size: StandInSize = FASTDRAFT_SIZE)
 
 def export_openvino(checkpoint: Path, destination: Path, weight_format: str) -> Path:
     """`optimum-cli export openvino` of a local checkpoint, as the project runs it (atomic, logged)."""
-    from utils.optimum_export import export_with_optimum
+    from utils.models.optimum_export import export_with_optimum
 
     return export_with_optimum(str(checkpoint), destination, weight_format, {"stand_in_of": checkpoint.name},
                                local_folder=True)

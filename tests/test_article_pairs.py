@@ -9,7 +9,7 @@ with the pair switched in their parameters cells:
   downloaded by notebook 01 through `modelscope` from `OpenVINO/dolly-v2-3b-fp16-ov`/`-7b`;
 - Phi-3: downloaded by notebook 01 through `huggingface_hub` from OpenVINO's repositories;
 - notebook 02 on each pair: speculative output identical to plain output under f32;
-- `python -m utils.prefetch` on both pairs, and broken stand-ins that must give the clear messages.
+- `python -m utils.models.prefetch` on both pairs, and broken stand-ins that must give the clear messages.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from utils.atomic_folder import read_marker
-from utils.model_catalogue import DOLLY_3B, DOLLY_7B, PHI3_DRAFT, PHI3_MAIN, SMOLLM2_HF_FOLDER
+from utils.models.atomic_folder import read_marker
+from utils.models.model_catalogue import DOLLY_3B, DOLLY_7B, PHI3_DRAFT, PHI3_MAIN, SMOLLM2_HF_FOLDER
 from utils.paths import REPO_ROOT
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -186,7 +186,7 @@ def test_dolly_v2_exported_from_the_hub_with_optimum_cli(dolly_exported: Exporte
 
 def test_the_seed_articles_export_command_runs_as_written(dolly_exported: ExportedDolly, hub: FakeHub,
                                                           tmp_path: Path) -> None:
-    from utils.model_check import check_pair
+    from utils.models.model_check import check_pair
 
     output = tmp_path / "dolly-v2-3b-seed"
     command = [str(Path(sys.executable).with_name("optimum-cli")), *shlex.split(SEED_EXPORT_COMMAND)[1:], str(output)]
@@ -238,7 +238,7 @@ def test_phi3_downloaded_from_the_hub_and_speculative_output_equals_plain(hub: F
 
 
 def run_prefetch(arguments: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "utils.prefetch", *arguments], cwd=REPO_ROOT, env=environment,
+    return subprocess.run([sys.executable, "-m", "utils.models.prefetch", *arguments], cwd=REPO_ROOT, env=environment,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -264,9 +264,9 @@ def test_prefetch_fetches_both_article_pairs(dolly_exported: ExportedDolly, hub:
 def test_a_draft_with_another_tokenizer_is_refused_with_the_clear_message(standins: StandIns, dolly_exported,
                                                                            tmp_path: Path) -> None:
     """A FastDraft repository that holds a GPT-NeoX model: downloaded fine, refused as a pair."""
-    from utils.model_check import TokenizerMismatchError
-    from utils.model_fetch import get_model
-    from utils.pipelines import check_draft_folder
+    from utils.decoding.pipelines import check_draft_folder
+    from utils.models.model_check import TokenizerMismatchError
+    from utils.models.model_fetch import get_model
 
     repositories = hub_repositories(standins)
     repositories[PHI3_DRAFT.huggingface_id] = FakeRepository(

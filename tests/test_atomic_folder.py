@@ -1,4 +1,4 @@
-"""Tests for utils.atomic_folder: nothing half-written ever looks complete."""
+"""Tests for utils.models.atomic_folder: nothing half-written ever looks complete."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from utils.atomic_folder import (
+from utils.models.atomic_folder import (
     COMPLETE_MARKER,
     DIGEST_MAX_BYTES,
     FolderNotWritableError,
@@ -148,7 +148,7 @@ def test_folder_size_counts_nested_files(tmp_path: Path) -> None:
 
 
 def test_temporaries_of_a_folder_whose_name_extends_this_one_are_left_alone(tmp_path: Path) -> None:
-    """BUG (utils/atomic_folder.py, remove_stale_temporaries): the glob `.tmp-{name}-*` also matches the
+    """BUG (utils/models/atomic_folder.py, remove_stale_temporaries): the glob `.tmp-{name}-*` also matches the
     temporary folders of a sibling named `{name}-something` (e.g. `model-int4` while building `model`),
     so building one folder can delete another folder's build in progress. Fails until fixed."""
     sibling_in_progress = tmp_path / ".tmp-model-int4-4242"  # a live build of the folder "model-int4"
@@ -199,7 +199,7 @@ def test_temporary_folder_older_than_the_process_with_its_pid_is_stale(tmp_path:
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from utils.atomic_folder import build_lock
+from utils.models.atomic_folder import build_lock
 with build_lock(Path(sys.argv[1])):
     print("holding", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -221,7 +221,7 @@ def test_a_second_build_waits_for_the_first_and_says_so(tmp_path: Path, capsys) 
 
 
 def test_lock_is_reentrant_within_one_process(tmp_path: Path) -> None:
-    from utils.atomic_folder import build_lock
+    from utils.models.atomic_folder import build_lock
 
     with build_lock(tmp_path / "model"):
         build(tmp_path / "model", "nested")  # atomic_folder takes the same lock again: must not wait for itself

@@ -1,4 +1,4 @@
-"""Tests of utils.autotune on synthetic speed-up curves: deterministic, no models, no timing."""
+"""Tests of utils.tuning.autotune on synthetic speed-up curves: deterministic, no models, no timing."""
 from __future__ import annotations
 
 import random
@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from utils.autotune import (
+from utils.decoding.speedup_model import expected_tokens_per_pass, predicted_speedup
+from utils.tuning.autotune import (
     K_KNOB,
     THRESHOLD_KNOB,
     MeasuredStepTimes,
@@ -18,7 +19,6 @@ from utils.autotune import (
     estimate_acceptance,
     within_tolerance,
 )
-from utils.speedup_model import expected_tokens_per_pass, predicted_speedup
 
 CANDIDATES = list(range(1, 11))
 
@@ -208,12 +208,12 @@ def test_within_tolerance() -> None:
 def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    from utils import sweeps
-    from utils.generation import GenerationRecord
-    from utils.model_catalogue import ModelPair, ModelSpec
-    from utils.model_check import REQUIRED_OPENVINO_FILES
-    from utils.prompts import Prompt
-    from utils.result_cache import ResultCache
+    from utils.decoding.generation import GenerationRecord
+    from utils.decoding.prompts import Prompt
+    from utils.models.model_catalogue import ModelPair, ModelSpec
+    from utils.models.model_check import REQUIRED_OPENVINO_FILES
+    from utils.tuning import sweeps
+    from utils.tuning.result_cache import ResultCache
 
     monkeypatch.setenv("SPECDEC_MODELS_DIR", str(tmp_path / "models"))
     specs = []

@@ -1,4 +1,4 @@
-"""Tests for `python -m utils.benchmark`: it runs, refuses bad input before loading models, and its records agree.
+"""Tests for `python -m utils.decoding.benchmark`: it runs, refuses bad input before loading models, and its records agree.
 
 A benchmark, not a test of speed: nothing here asserts a timing.
 """
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from utils import benchmark
+from utils.decoding import benchmark
+from utils.decoding.pipelines import SpeculationSetupError
 from utils.input_checks import InputError
-from utils.model_check import ModelFolderError, TokenizerMismatchError
+from utils.models.model_check import ModelFolderError, TokenizerMismatchError
 from utils.paths import REPO_ROOT
-from utils.pipelines import SpeculationSetupError
 
 
 def plan(*argv: str):
@@ -24,7 +24,7 @@ def plan(*argv: str):
 
 
 def test_help_runs_as_a_module() -> None:
-    result = subprocess.run([sys.executable, "-m", "utils.benchmark", "--help"], cwd=REPO_ROOT,
+    result = subprocess.run([sys.executable, "-m", "utils.decoding.benchmark", "--help"], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0
     for option in ("--pair", "--draft", "--precision", "--threshold", "--json", "--repeats", "--warmup"):
@@ -122,7 +122,7 @@ def test_json_path_is_checked_before_measuring(tmp_path: Path, capsys, offline_p
 
 def test_a_prompt_longer_than_the_context_is_reported_before_measuring(offline_pair, monkeypatch) -> None:
     """run_benchmark encodes every prompt first: a prompt that does not fit stops it before any timed run."""
-    from utils.prompts import Prompt
+    from utils.decoding.prompts import Prompt
 
     monkeypatch.setattr(benchmark, "measure_side_by_side", lambda *a, **k: pytest.fail("measured a bad plan"))
     checked = plan("--modes", "plain", "--max-new-tokens", "64", "--tasks", "chat", "--per-task", "1")
@@ -132,7 +132,7 @@ def test_a_prompt_longer_than_the_context_is_reported_before_measuring(offline_p
 
 
 def test_gguf_and_mismatched_drafts_are_refused(tmp_path: Path, offline_pair, no_model_loading) -> None:
-    from utils.tokenizer_mismatch_demo import make_mismatched_draft
+    from utils.models.tokenizer_mismatch_demo import make_mismatched_draft
 
     gguf = tmp_path / "draft.gguf"
     gguf.write_bytes(b"GGUF")
@@ -194,7 +194,7 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
         assert record["setting"] in printed
     assert {row["mode"] for row in document["summary"]} == {"plain", "speculative", "prompt_lookup"}
     # the formula beside the measurement: one row for the one task at K=3, from this run's own records
-    from utils.decoding_metrics import tokens_per_main_pass
+    from utils.decoding.decoding_metrics import tokens_per_main_pass
 
     (formula,) = document["formula"]
     assert (formula["setting"], formula["task"], formula["identical"]) == ("K=3", "input_grounded", "1/1")
@@ -210,7 +210,7 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     assert document["best_by_task"]["input_grounded"]["setting"] in {"K=3", "K=3, ngram=3"}
     assert "best lossless per task: input_grounded: " in printed
     best = [line for line in printed.splitlines() if line.startswith("best lossless configuration: ")]
-    assert len(best) == 1 and "--tasks input_grounded" in best[0] and "python -m utils.benchmark" in best[0]
+    assert len(best) == 1 and "--tasks input_grounded" in best[0] and "python -m utils.decoding.benchmark" in best[0]
     assert any(f"{row['mode']} {row['setting']}," in best[0] for row in document["summary"] if row["mode"] != "plain")
 
 
@@ -221,7 +221,7 @@ def summary_row(mode: str, setting: str, speedup: float | None, prompts: int = 3
 
 
 def test_best_lossless_takes_the_fastest_setting_that_matched_plain_everywhere() -> None:
-    from utils.benchmark import best_lossless
+    from utils.decoding.benchmark import best_lossless
 
     rows = [summary_row("plain", "greedy", 1.0),
             summary_row("speculative", "K=2", 1.10),
@@ -235,7 +235,7 @@ def test_best_lossless_takes_the_fastest_setting_that_matched_plain_everywhere()
 
 def test_the_readme_quotes_the_committed_coder_pair_benchmark_as_it_is() -> None:
     """README's best-lossless figure is read from docs/data/benchmark-qwen2.5-coder.json, not typed by hand."""
-    from utils.benchmark import best_lossless
+    from utils.decoding.benchmark import best_lossless
     from utils.paths import REPO_ROOT
 
     document = json.loads((REPO_ROOT / "docs" / "data" / "benchmark-qwen2.5-coder.json").read_text(encoding="utf-8"))
@@ -250,8 +250,8 @@ def test_the_readme_quotes_the_committed_coder_pair_benchmark_as_it_is() -> None
 
 def test_the_readme_quotes_the_formula_table_of_the_committed_records() -> None:
     """README's formula ranges are `formula_by_task` of docs/data/benchmark-qwen2.5-coder.json's records."""
-    from utils.generation import GenerationRecord
-    from utils.generation_reports import formula_by_task
+    from utils.decoding.generation import GenerationRecord
+    from utils.decoding.generation_reports import formula_by_task
     from utils.paths import REPO_ROOT
 
     document = json.loads((REPO_ROOT / "docs" / "data" / "benchmark-qwen2.5-coder.json").read_text(encoding="utf-8"))
@@ -281,9 +281,9 @@ def test_the_readme_quotes_the_formula_table_of_the_committed_records() -> None:
 
 def test_the_readme_quotes_the_fast_main_run_beside_the_exact_one() -> None:
     """README's --fast-main figures are read from the two committed runs, and the runs differ only in the main model."""
-    from utils.benchmark import best_lossless
-    from utils.generation import GenerationRecord
-    from utils.generation_reports import formula_by_task
+    from utils.decoding.benchmark import best_lossless
+    from utils.decoding.generation import GenerationRecord
+    from utils.decoding.generation_reports import formula_by_task
     from utils.paths import REPO_ROOT
 
     def load(name: str) -> dict:
@@ -344,9 +344,9 @@ def test_the_readme_quotes_the_fast_main_run_beside_the_exact_one() -> None:
 
 def test_best_lossless_by_task_takes_each_task_alone() -> None:
     """On the committed fast-main run: code's best is the formula table's best code row, not the pooled best."""
-    from utils.benchmark import best_by_task_line, best_lossless, best_lossless_by_task
-    from utils.generation import GenerationRecord
-    from utils.generation_reports import formula_by_task, summarise
+    from utils.decoding.benchmark import best_by_task_line, best_lossless, best_lossless_by_task
+    from utils.decoding.generation import GenerationRecord
+    from utils.decoding.generation_reports import formula_by_task, summarise
     from utils.paths import REPO_ROOT
 
     document = json.loads((REPO_ROOT / "docs" / "data" / "benchmark-qwen2.5-coder-fast-main.json").read_text())

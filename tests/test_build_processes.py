@@ -2,7 +2,7 @@
 
 Each build is `optimum-cli export openvino` of a tiny random Llama (2 layers,
 hidden size 16) that carries the offline pair's real tokenizer, through the
-same functions `python -m utils.offline_pair` uses (`ensure_built`,
+same functions `python -m utils.models.offline_pair` uses (`ensure_built`,
 `export_with_optimum`, `atomic_folder`). One export costs about 20 s of CPU.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from utils.atomic_folder import damaged_files, live_temporaries, read_marker
-from utils.model_check import check_model_folder
+from utils.models.atomic_folder import damaged_files, live_temporaries, read_marker
+from utils.models.model_check import check_model_folder
 from utils.paths import REPO_ROOT
 
 RECIPE = {"test": "tiny export"}
@@ -31,7 +31,7 @@ EXPORTED_FILES = {"config.json", "generation_config.json", "tokenizer.json", "to
 BUILD = """
 import sys
 from pathlib import Path
-from utils.optimum_export import export_with_optimum
+from utils.models.optimum_export import export_with_optimum
 
 model, destination, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 recipe = {"test": "tiny export"}
@@ -40,7 +40,7 @@ if mode == "always":
     export()
     print("BUILT")
 else:
-    from utils.atomic_folder import ensure_built
+    from utils.models.atomic_folder import ensure_built
     print("BUILT" if ensure_built(destination, recipe, export) else "REUSED")
 """
 

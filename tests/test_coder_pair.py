@@ -1,4 +1,4 @@
-"""Tests for utils.coder_pair: chunk assembly and its checks (on tiny fake chunks), the opt-out,
+"""Tests for utils.models.coder_pair: chunk assembly and its checks (on tiny fake chunks), the opt-out,
 and, on the real prepared Qwen2.5-Coder pair, the tokenizer check and lossless speculative decoding."""
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from utils import coder_pair, input_checks
-from utils.coder_pair import (
+from utils import input_checks
+from utils.models import coder_pair
+from utils.models.coder_pair import (
     SKIP_ENV,
     ChunkedGGUF,
     CoderPairError,
@@ -18,7 +19,8 @@ from utils.coder_pair import (
     missing_pair_message,
     require_coder_pair,
 )
-from utils.model_catalogue import QWEN_CODER_DRAFTS, QWEN_CODER_MAIN, get_pair
+from utils.models.model_catalogue import QWEN_CODER_DRAFTS, QWEN_CODER_MAIN, get_pair
+from utils.paths import REPO_ROOT
 
 CHUNK_COUNT = 11  # more than 9, so that sorting the names as text ("part10" < "part2") would be caught
 
@@ -93,7 +95,7 @@ def test_a_missing_chunk_wheel_names_it_and_the_install_command(fake_chunked_ggu
 def test_real_chunk_specs_match_the_issue() -> None:
     assert (coder_pair.MAIN_GGUF.chunk_count, coder_pair.MAIN_GGUF.size_bytes) == (22, 1_117_320_768)
     assert (coder_pair.DRAFT_GGUF.chunk_count, coder_pair.DRAFT_GGUF.size_bytes) == (6, 491_400_064)
-    requirements = (Path(coder_pair.__file__).parent.parent / "requirements-coder-pair.txt").read_text()
+    requirements = (REPO_ROOT / "requirements-coder-pair.txt").read_text()
     pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
     expected = [f"{g.distribution(n)}=={g.version}" for g in (coder_pair.MAIN_GGUF, coder_pair.DRAFT_GGUF)
                 for n in range(1, g.chunk_count + 1)]
@@ -111,7 +113,7 @@ def test_opt_out_builds_nothing_and_says_how_to_get_the_pair(tmp_models_dir: Pat
     monkeypatch.setattr(coder_pair, "prepare_coder_pair", lambda **_: pytest.fail("built despite the opt-out"))
     coder_pair.main([])
     printed = capsys.readouterr().out
-    assert "skipped" in printed and "python -m utils.coder_pair" in printed
+    assert "skipped" in printed and "python -m utils.models.coder_pair" in printed
     assert list(tmp_models_dir.iterdir()) == []
     message = missing_pair_message()
     for spec in (QWEN_CODER_MAIN, QWEN_CODER_DRAFTS["int4-all-layers"]):
@@ -161,7 +163,7 @@ def test_unknown_draft_variant_is_refused_before_any_work(tmp_models_dir: Path) 
 
 @pytest.mark.parametrize("variant", coder_pair.SETUP_DRAFTS)
 def test_real_draft_tokenizer_matches_the_main(prepared_coder_pair, variant: str) -> None:
-    from utils.model_check import check_pair, openvino_token_ids
+    from utils.models.model_check import check_pair, openvino_token_ids
 
     check_pair(QWEN_CODER_MAIN.path, QWEN_CODER_DRAFTS[variant].path)
     assert openvino_token_ids(QWEN_CODER_MAIN.path, "Hello world") == [9707, 1879]
@@ -173,7 +175,7 @@ def test_real_hugging_face_copies_are_float16_with_the_pairs_tokenizer(prepared_
 
     from transformers import AutoTokenizer
 
-    from utils.atomic_folder import COMPLETE_MARKER
+    from utils.models.atomic_folder import COMPLETE_MARKER
 
     main, draft = coder_pair.hf_copies()
     tokenizers = [AutoTokenizer.from_pretrained(folder) for folder in (main, draft)]
@@ -187,7 +189,7 @@ def test_real_hugging_face_copies_are_float16_with_the_pairs_tokenizer(prepared_
         assert marker["recipe"] == coder_pair.hf_copy_recipe(gguf)  # made from the sha256-checked GGUF
 
 
-# --- The trimmed output layer (utils.coder_draft_trim) ------------------------------------------------------
+# --- The trimmed output layer (utils.training.coder_draft_trim) ------------------------------------------------------
 
 def tiny_logits_model(weights):
     """hidden [batch, seq, d] -> logits = MatMul(hidden, Convert(W_fp16)^T), the shape optimum-cli exports."""
@@ -206,7 +208,7 @@ def test_trimmed_output_layer_keeps_the_kept_logits_and_masks_the_others() -> No
     import numpy as np
     import openvino as ov
 
-    from utils.coder_draft_trim import DraftTrimError, trim_output_layer_graph
+    from utils.training.coder_draft_trim import DraftTrimError, trim_output_layer_graph
 
     rng = np.random.default_rng(0)
     weights = rng.normal(size=(50, 8)).astype(np.float32)
@@ -251,7 +253,7 @@ def test_too_little_disk_is_refused_before_any_work(fake_chunked_gguf, tmp_model
 
 def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf, tmp_models_dir: Path,
                                                                monkeypatch) -> None:
-    from utils.atomic_folder import atomic_folder
+    from utils.models.atomic_folder import atomic_folder
 
     gguf, whole = fake_chunked_gguf
     monkeypatch.setitem(coder_pair.BUILD_DISK_BYTES, gguf.file_name, 0)
@@ -308,7 +310,7 @@ def test_compression_settings_are_read_from_the_reference_exports_rt_info(tmp_pa
     import numpy as np
     import openvino as ov
 
-    from utils.coder_draft_trim import DraftTrimError, compression_settings
+    from utils.training.coder_draft_trim import DraftTrimError, compression_settings
 
     model = tiny_logits_model(np.ones((4, 2), np.float32))
     ov.save_model(model, tmp_path / "bare" / "openvino_model.xml")
@@ -324,15 +326,15 @@ def test_compression_settings_are_read_from_the_reference_exports_rt_info(tmp_pa
 
 
 def test_keep_digest_is_stable_and_order_free() -> None:
-    from utils.coder_draft_trim import keep_digest
+    from utils.training.coder_draft_trim import keep_digest
 
     assert keep_digest([3, 1, 2]) == keep_digest((1, 2, 3, 3)) != keep_digest([1, 2])
     assert keep_digest([1, 2, 3]) == "a36b1f2c3f84522d"  # sha256 of "[1, 2, 3]": the same in every process
 
 
 def test_vocabulary_prompts_are_held_out_from_the_benchmark() -> None:
-    from utils.coder_draft_trim import VOCABULARY_PROMPTS, benchmark_prompt_overlap
-    from utils.prompts import get_prompt
+    from utils.decoding.prompts import get_prompt
+    from utils.training.coder_draft_trim import VOCABULARY_PROMPTS, benchmark_prompt_overlap
 
     assert benchmark_prompt_overlap() == []
     leaked = (*VOCABULARY_PROMPTS, "Answer this: " + get_prompt("code-reverse").text)
@@ -341,8 +343,8 @@ def test_vocabulary_prompts_are_held_out_from_the_benchmark() -> None:
 
 def test_fp16_draft_reuses_an_up_to_date_hugging_face_folder(tmp_models_dir: Path, tmp_path: Path,
                                                              monkeypatch) -> None:
-    from utils import coder_draft_trim
-    from utils.atomic_folder import atomic_folder
+    from utils.models.atomic_folder import atomic_folder
+    from utils.training import coder_draft_trim
 
     monkeypatch.setattr(coder_draft_trim, "source_recipe", lambda gguf: {"gguf": gguf.file_name, "v": 1})
     exported = []
@@ -369,7 +371,7 @@ def test_build_keeps_the_recorded_ids_and_every_id_below_keep_below(tmp_path: Pa
                                                                       monkeypatch) -> None:
     import json
 
-    from utils import coder_draft_trim
+    from utils.training import coder_draft_trim
 
     vocabulary = tmp_path / "vocabulary.json"
     vocabulary.write_text(json.dumps({"keep_token_ids": [7, 2, 40_000]}))

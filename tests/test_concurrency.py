@@ -1,18 +1,18 @@
-"""Tests of utils.concurrency: several requests at once (real offline pair) and batch exactness."""
+"""Tests of utils.tuning.concurrency: several requests at once (real offline pair) and batch exactness."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from utils.concurrency import batch_exactness, measure_concurrency
-from utils.generation import DecodingSettings
-from utils.model_catalogue import get_pair
-from utils.pipeline_pool import PipelinePool
-from utils.pipelines import SpeculationSetupError
-from utils.prompts import select_prompts
-from utils.result_cache import ResultCache
-from utils.sweeps import sweep_prompts
+from utils.decoding.generation import DecodingSettings
+from utils.decoding.pipelines import SpeculationSetupError
+from utils.decoding.prompts import select_prompts
+from utils.models.model_catalogue import get_pair
+from utils.tuning.concurrency import batch_exactness, measure_concurrency
+from utils.tuning.pipeline_pool import PipelinePool
+from utils.tuning.result_cache import ResultCache
+from utils.tuning.sweeps import sweep_prompts
 
 OFFLINE = get_pair("offline")
 

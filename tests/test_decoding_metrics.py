@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from utils import decoding_metrics as dm
-from utils.speedup_model import expected_tokens_per_pass
+from utils.decoding import decoding_metrics as dm
+from utils.decoding.speedup_model import expected_tokens_per_pass
 
 # prefill pass (1 token), then verification passes: 3 accepted + own, 0 + own, 2 + own, last cut to 2 tokens
 STEPS = [1, 4, 1, 3, 2]
@@ -74,7 +74,7 @@ def test_ipex_llm_steps_add_the_prefill_pass_and_cut_the_last_pass() -> None:
 
 @pytest.fixture(scope="module")
 def int4_speculative(offline_pair):
-    from utils.pipelines import load_pipeline
+    from utils.decoding.pipelines import load_pipeline
 
     return load_pipeline("speculative", offline_pair.main, "CPU", draft_dir=offline_pair.draft, precision="f32")
 
@@ -85,8 +85,8 @@ def int4_speculative(offline_pair):
     {"assistant_confidence_threshold": 0.3, "max_new_tokens": 40},  # dynamic K
 ])
 def test_the_definitions_agree_with_openvino_genais_counters(int4_speculative, settings: dict) -> None:
-    from utils.generation import DecodingSettings, encode_prompt
-    from utils.step_streamer import StepRecorder
+    from utils.decoding.generation import DecodingSettings, encode_prompt
+    from utils.decoding.step_streamer import StepRecorder
 
     pipeline = int4_speculative.pipeline
     config = DecodingSettings("speculative", **settings).generation_config(pipeline.get_generation_config())

@@ -1,9 +1,9 @@
-"""Fast tests for utils.draft_data (no model needed): openers, the chat template, describing the data."""
+"""Fast tests for utils.training.draft_data (no model needed): openers, the chat template, describing the data."""
 from __future__ import annotations
 
 from draft_standins import pattern_data
 
-from utils import draft_data as dd
+from utils.training import draft_data as dd
 
 
 def test_openers_are_steered_in_the_asked_share_and_deterministic() -> None:
@@ -29,7 +29,7 @@ def test_chat_template_parts_surround_the_user_message() -> None:
 def test_benchmark_prompts_in_data_finds_a_leaked_prompt() -> None:
     from types import SimpleNamespace
 
-    from utils.prompts import PROMPTS
+    from utils.decoding.prompts import PROMPTS
 
     leaked, held_out = PROMPTS[0], PROMPTS[1]
     data = SimpleNamespace(samples=[SimpleNamespace(user_text="  ".join(leaked.text.split(" "))),

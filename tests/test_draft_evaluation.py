@@ -1,12 +1,12 @@
-"""Tests for utils.draft_evaluation: verdicts (no model), then measurements on the offline pair."""
+"""Tests for utils.training.draft_evaluation: verdicts (no model), then measurements on the offline pair."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from utils import draft_evaluation as dev
-from utils import draft_export as dx
+from utils.training import draft_evaluation as dev
+from utils.training import draft_export as dx
 
 
 def test_verdicts_say_what_a_speedup_means_and_flag_noise() -> None:
@@ -21,8 +21,8 @@ def test_verdicts_say_what_a_speedup_means_and_flag_noise() -> None:
 
 def test_trimmed_draft_runs_in_openvino_genai_and_keeps_the_output(offline_pair, tmp_path: Path) -> None:
     """The main model with its output layer trimmed is a valid draft: GenAI loads it, output stays identical."""
-    from utils.generation import DecodingSettings, run_prompt
-    from utils.pipelines import load_pipeline
+    from utils.decoding.generation import DecodingSettings, run_prompt
+    from utils.decoding.pipelines import load_pipeline
 
     prompt = "Write a Python function that adds two numbers."
     plain = load_pipeline("plain", offline_pair.main, precision="f32")
@@ -49,7 +49,7 @@ def test_step_times_of_several_drafts_are_measured_together(offline_pair) -> Non
 
 
 def test_measure_speculation_refuses_bad_draft_lengths(tmp_path: Path) -> None:
-    from utils.draft_settings import DraftTrainingError
+    from utils.training.draft_settings import DraftTrainingError
 
     for lengths in ([], [0], [True], [2.0]):
         with pytest.raises(DraftTrainingError, match="integers >= 1"):

@@ -1,4 +1,4 @@
-"""Tests for utils.draft_export: trimming an OpenVINO output layer (a tiny graph, then the offline pair's graph)."""
+"""Tests for utils.training.draft_export: trimming an OpenVINO output layer (a tiny graph, then the offline pair's graph)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from draft_standins import VOCAB
 
-from utils import draft_export as dx
-from utils import draft_settings as ds
-from utils.atomic_folder import read_marker
+from utils.models.atomic_folder import read_marker
+from utils.training import draft_export as dx
+from utils.training import draft_settings as ds
 
 
 def test_trimmed_output_layer_keeps_the_used_logits_and_silences_the_rest(tmp_path: Path) -> None:

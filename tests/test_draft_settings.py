@@ -1,4 +1,4 @@
-"""Fast tests for utils.draft_settings: settings, presets, the main model, folder names and missing inputs."""
+"""Fast tests for utils.training.draft_settings: settings, presets, the main model, folder names and missing inputs."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from draft_standins import tiny_settings
 
-from utils import draft_data as dd
-from utils import draft_export as dx
-from utils import draft_settings as ds
-from utils import draft_train as dtr
+from utils.training import draft_data as dd
+from utils.training import draft_export as dx
+from utils.training import draft_settings as ds
+from utils.training import draft_train as dtr
 
 
 def test_settings_reject_bad_values_and_presets_exist() -> None:
@@ -55,7 +55,7 @@ def test_folder_names_derive_from_the_main_model(tmp_path: Path) -> None:
 
 def test_the_offline_pair_main_is_found_in_the_catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECDEC_MODELS_DIR", str(tmp_path))
-    from utils.model_catalogue import SMOLLM2_FP16, SMOLLM2_HF_FOLDER
+    from utils.models.model_catalogue import SMOLLM2_FP16, SMOLLM2_HF_FOLDER
 
     with pytest.raises(ds.DraftTrainingError, match="missing or incomplete"):
         ds.main_folders("offline")

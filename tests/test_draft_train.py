@@ -1,4 +1,4 @@
-"""Fast tests for utils.draft_model and utils.draft_train: tiny models and synthetic data, no real model needed."""
+"""Fast tests for utils.training.draft_model and utils.training.draft_train: tiny models and synthetic data, no real model needed."""
 from __future__ import annotations
 
 import json
@@ -12,11 +12,11 @@ transformers = pytest.importorskip("transformers")
 
 from draft_standins import VOCAB, pattern_data, tiny_main_config, tiny_settings  # noqa: E402
 
-from utils import draft_data as dd  # noqa: E402
-from utils import draft_model as dm  # noqa: E402
-from utils import draft_settings as ds  # noqa: E402
-from utils import draft_train as dtr  # noqa: E402
-from utils.atomic_folder import atomic_folder, read_marker  # noqa: E402
+from utils.models.atomic_folder import atomic_folder, read_marker  # noqa: E402
+from utils.training import draft_data as dd  # noqa: E402
+from utils.training import draft_model as dm  # noqa: E402
+from utils.training import draft_settings as ds  # noqa: E402
+from utils.training import draft_train as dtr  # noqa: E402
 
 
 def test_vocabulary_subset_round_trips_and_flags_missing_tokens() -> None:

@@ -1,9 +1,9 @@
-"""Tests for utils.environment_report."""
+"""Tests for utils.system.environment_report."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from utils.environment_report import (
+from utils.system.environment_report import (
     ISA_FEATURES,
     cpu_features,
     exact_match_advice,

@@ -1,4 +1,4 @@
-"""Tests for utils.generation and utils.step_streamer: settings validation, bad input, honest comparison, records.
+"""Tests for utils.decoding.generation and utils.decoding.step_streamer: settings validation, bad input, honest comparison, records.
 
 The model tests use the offline pair with few new tokens; they check behaviour
 (identical outputs under f32, self-consistent records), never speed.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from utils.generation import (
+from utils.decoding.generation import (
     DecodingSettings,
     GenerationRecord,
     compare_with_plain,
@@ -20,9 +20,8 @@ from utils.generation import (
     median_of_runs,
     run_prompt,
 )
-from utils.generation_reports import format_table, summarise
-from utils.model_check import ModelFolderError, TokenizerMismatchError
-from utils.pipelines import (
+from utils.decoding.generation_reports import format_table, summarise
+from utils.decoding.pipelines import (
     DEFAULT_MAX_NGRAM_SIZE,
     DEFAULT_NUM_ASSISTANT_TOKENS,
     SpeculationSetupError,
@@ -31,8 +30,9 @@ from utils.pipelines import (
     load_pipeline,
     main_model_properties,
 )
-from utils.prompts import Prompt, get_prompt
-from utils.step_streamer import StepRecorder, split_into_steps, step_segments, steps_to_html
+from utils.decoding.prompts import Prompt, get_prompt
+from utils.decoding.step_streamer import StepRecorder, split_into_steps, step_segments, steps_to_html
+from utils.models.model_check import ModelFolderError, TokenizerMismatchError
 
 NEW_TOKENS = 24
 
@@ -192,7 +192,7 @@ def test_missing_draft_folder_is_refused(tmp_path: Path, offline_pair, no_model_
 def test_mismatched_tokenizer_is_refused(tmp_path: Path, offline_pair, no_model_loading) -> None:
     import openvino_genai  # the tokenizer check itself may load tokenizers, just not models
 
-    from utils.tokenizer_mismatch_demo import make_mismatched_draft
+    from utils.models.tokenizer_mismatch_demo import make_mismatched_draft
     del openvino_genai
     mismatched = make_mismatched_draft(offline_pair.draft, tmp_path / "int4-mismatched")
     with pytest.raises(TokenizerMismatchError, match="same model family"):
@@ -467,7 +467,7 @@ def test_threshold_makes_the_draft_propose_runs(f32_pipelines) -> None:
 
 
 def test_divergence_helpers() -> None:
-    from utils.generation_reports import describe_divergence, first_divergent_pair
+    from utils.decoding.generation_reports import describe_divergence, first_divergent_pair
 
     records = compare_with_plain([make_record("plain", tokens=[72, 105, 33]),
                                   make_record("speculative", tokens=[72, 105, 63])])
@@ -479,8 +479,8 @@ def test_divergence_helpers() -> None:
 
 
 def test_speculation_breakdown_predicts_from_measured_numbers() -> None:
-    from utils.generation_reports import speculation_breakdown
-    from utils.speedup_model import predicted_speedup
+    from utils.decoding.generation_reports import speculation_breakdown
+    from utils.decoding.speedup_model import predicted_speedup
 
     main = {"inference_ms": 190.0, "ttft_ms": 100.0, "passes": 10}  # a 100 ms prefill, then 9 passes of 10 ms
     draft = {"inference_ms": 60.0, "passes": 30}
@@ -495,8 +495,8 @@ def test_speculation_breakdown_predicts_from_measured_numbers() -> None:
 
 
 def test_verification_gap_puts_the_measured_pass_times_into_the_formula() -> None:
-    from utils.generation_reports import verification_gap
-    from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
+    from utils.decoding.generation_reports import verification_gap
+    from utils.decoding.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
     main = {"inference_ms": 500.0, "ttft_ms": 300.0, "passes": 11}  # a long prefill, then 20 ms per pass
     draft = {"inference_ms": 60.0, "passes": 30}  # 2 ms per draft step
@@ -518,8 +518,8 @@ def test_verification_gap_puts_the_measured_pass_times_into_the_formula() -> Non
 
 
 def test_formula_by_task_pools_a_task_and_leaves_out_what_it_cannot_predict() -> None:
-    from utils.generation_reports import formula_by_task
-    from utils.speedup_model import predicted_speedup, predicted_speedup_with_step_times
+    from utils.decoding.generation_reports import formula_by_task
+    from utils.decoding.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
     def speculative(prompt_id: str, task: str, draft_ms: float, verify_ms: float, wall: float, **changes):
         # 12 tokens in 4 passes of 3 tokens (the first pass is the prefill's single token in tokens_per_step)
@@ -564,7 +564,7 @@ def test_formula_by_task_pools_a_task_and_leaves_out_what_it_cannot_predict() ->
 
 
 def _acceptance(record) -> float:
-    from utils.decoding_metrics import per_token_acceptance
+    from utils.decoding.decoding_metrics import per_token_acceptance
 
     return per_token_acceptance(record.tokens_per_pass, record.num_assistant_tokens)
 
@@ -573,7 +573,7 @@ def test_figures_draw(tmp_path: Path) -> None:
     import matplotlib
 
     matplotlib.use("agg")
-    from utils import speculation_figures as figures
+    from utils.display import speculation_figures as figures
 
     records = compare_with_plain([make_record("plain", wall=2.0), make_record("speculative", wall=1.0),
                                   make_record("prompt_lookup", tokens=[1, 2], wall=1.0),
@@ -590,7 +590,7 @@ def test_figures_draw(tmp_path: Path) -> None:
 
 
 def test_scheduler_config_budget() -> None:
-    from utils.pipelines import make_scheduler_config
+    from utils.decoding.pipelines import make_scheduler_config
 
     default = make_scheduler_config()
     assert default.cache_size == 0
@@ -606,7 +606,7 @@ def test_per_model_metrics_find_the_draft_prompt_pass() -> None:
     """GenAI gives the draft no time to first token: its prompt pass is the first pass with a duration."""
     from types import SimpleNamespace
 
-    from utils.decoding_metrics import draft_step_ms, per_model_metrics
+    from utils.decoding.decoding_metrics import draft_step_ms, per_model_metrics
 
     def mean(value: float):
         return lambda: SimpleNamespace(mean=value)

@@ -1,4 +1,4 @@
-"""Input checks of utils.generation (settings, pipelines, prompts) and the scheduler budget under load.
+"""Input checks of utils.decoding.generation (settings, pipelines, prompts) and the scheduler budget under load.
 
 Bad input fails with one line before any model runs; 8 concurrent speculative requests equal plain decoding
 with the project's default scheduler budget (the trap of notebook 05 with OpenVINO GenAI's own 256).
@@ -8,15 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from utils.generation import DecodingSettings, run_prompt
-from utils.pipelines import (
+from utils.decoding.generation import DecodingSettings, run_prompt
+from utils.decoding.pipelines import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     LoadedPipeline,
     SpeculationSetupError,
     load_pipeline,
     make_scheduler_config,
 )
-from utils.prompts import select_prompts
+from utils.decoding.prompts import select_prompts
 
 # --- settings ---------------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""utils.ipex_comparisons: side-by-side rows, Leviathan's formula beside them, and the OpenVINO half's glue."""
+"""utils.selfspec.ipex_comparisons: side-by-side rows, Leviathan's formula beside them, and the OpenVINO half's glue."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from utils import ipex_comparisons as compare
-from utils import ipex_self_speculation as ss
-from utils.ov_self_speculation import summary_rows as openvino_summary_rows
+from utils.selfspec import ipex_comparisons as compare
+from utils.selfspec import ipex_self_speculation as ss
+from utils.selfspec.ov_self_speculation import summary_rows as openvino_summary_rows
 
 # The counters IPEX-LLM leaves on the model after a speculative call (3 verify steps).
 IPEX_COUNTERS = SimpleNamespace(n_drafted=9, n_matched=5, draft_num=[3, 4, 2], accept_num=[4, 2, 2],
@@ -55,7 +55,7 @@ def test_summary_rows_match_the_openvino_rows() -> None:
 
 
 def test_formula_check_recovers_the_prediction_it_is_fed() -> None:
-    from utils.speedup_model import expected_tokens_per_pass, predicted_speedup
+    from utils.decoding.speedup_model import expected_tokens_per_pass, predicted_speedup
 
     row = {"backend": "b", "draft": "d", "prompt": "p", "k": 4, "tokens/pass": expected_tokens_per_pass(0.7, 4),
            "cost ratio c": 0.5, "speed-up (CPU time)": 1.1, "speed-up": 1.2}
@@ -105,11 +105,11 @@ def test_openvino_half_is_checked_up_front(tmp_path: Path) -> None:
 
 def test_main_python_missing_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(ss.SelfSpeculationError, match="tutorial.py lab"):
-        compare.run_main_python(["utils.ov_self_speculation", "--help"], tmp_path / "no-python")
+        compare.run_main_python(["utils.selfspec.ov_self_speculation", "--help"], tmp_path / "no-python")
 
 
 def test_main_python_runs_modules_from_the_repository_root() -> None:
-    completed = compare.run_main_python(["utils.ov_self_speculation", "--help"], sys.executable)
+    completed = compare.run_main_python(["utils.selfspec.ov_self_speculation", "--help"], sys.executable)
     assert "--num-assistant-tokens" in completed.stdout
     with pytest.raises(RuntimeError, match="failed"):
-        compare.run_main_python(["utils.ov_self_speculation", "--bogus"], sys.executable)
+        compare.run_main_python(["utils.selfspec.ov_self_speculation", "--bogus"], sys.executable)

@@ -1,4 +1,4 @@
-"""utils.ipex_plots: each figure draws the numbers it is given (checked by data, not by file size)."""
+"""utils.display.ipex_plots: each figure draws the numbers it is given (checked by data, not by file size)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -7,10 +7,11 @@ import matplotlib
 import pytest
 from figure_data import plotted_values
 
-from utils import ipex_comparisons as compare
-from utils import ipex_plots, step_cost_model
-from utils import ipex_self_speculation as ss
-from utils.speedup_model import predicted_speedup
+from utils.decoding.speedup_model import predicted_speedup
+from utils.display import ipex_plots
+from utils.selfspec import ipex_comparisons as compare
+from utils.selfspec import ipex_self_speculation as ss
+from utils.selfspec import step_cost_model
 
 matplotlib.use("Agg")
 

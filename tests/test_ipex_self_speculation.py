@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from utils import ipex_comparisons as compare
-from utils import ipex_legacy_view as lv
-from utils import ipex_self_speculation as ss
 from utils.paths import REPO_ROOT
+from utils.selfspec import ipex_comparisons as compare
+from utils.selfspec import ipex_legacy_view as lv
+from utils.selfspec import ipex_self_speculation as ss
 
 # --------------------------------------------------------------------------- folder translation for transformers 4.37
 
@@ -105,7 +105,7 @@ def test_view_of_the_real_folder_keeps_the_tokenizer(offline_pair) -> None:
     """The rewritten tokenizer.json encodes exactly like the original (checked with today's `tokenizers`)."""
     from tokenizers import Tokenizer
 
-    from utils.gguf_tokenizer import TOKENIZER_TEST_TEXT
+    from utils.models.gguf_tokenizer import TOKENIZER_TEST_TEXT
 
     original = Tokenizer.from_file(str(offline_pair.hf / "tokenizer.json"))
     legacy = lv.legacy_tokenizer_json(json.loads((offline_pair.hf / "tokenizer.json").read_text()))
@@ -339,8 +339,8 @@ def test_argmax_flips_lists_positions_where_a_batched_pass_disagrees() -> None:
 
 def test_module_imports_without_ipex_llm_or_openvino() -> None:
     code = ("import sys; sys.modules['ipex_llm'] = None; sys.modules['openvino'] = None; "
-            "sys.modules['openvino_genai'] = None; import utils.ipex_self_speculation, utils.ipex_comparisons, "
-            "utils.ov_self_speculation")
+            "sys.modules['openvino_genai'] = None; import utils.selfspec.ipex_self_speculation, utils.selfspec.ipex_comparisons, "
+            "utils.selfspec.ov_self_speculation")
     completed = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert completed.returncode == 0, completed.stderr
 
@@ -351,8 +351,8 @@ def test_module_imports_without_ipex_llm_or_openvino() -> None:
 @pytest.mark.models  # a real IPEX-LLM run
 def test_statistics_from_a_real_ipex_llm_run(tmp_path: Path) -> None:
     """IPEX-LLM itself (its environment, `tests/ipex_tiny_model_work.py`) on a tiny random Llama: the counters
-    exist under the names read_speculation_stats reads, and the derived figures follow utils.decoding_metrics."""
-    from utils import decoding_metrics
+    exist under the names read_speculation_stats reads, and the derived figures follow utils.decoding.decoding_metrics."""
+    from utils.decoding import decoding_metrics
 
     python = REPO_ROOT / ".venv-ipex" / "bin" / "python"
     if not python.is_file():

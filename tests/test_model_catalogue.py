@@ -1,11 +1,11 @@
-"""Tests for utils.model_catalogue: pairs, sources, folders and estimates."""
+"""Tests for utils.models.model_catalogue: pairs, sources, folders and estimates."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from utils.model_catalogue import PAIRS, ModelSpec, get_pair, pair_table
+from utils.models.model_catalogue import PAIRS, ModelSpec, get_pair, pair_table
 from utils.paths import REPO_ROOT, models_dir
 
 
@@ -75,7 +75,7 @@ def test_disk_estimates_shrink_with_the_weight_format() -> None:
 
 
 def test_offline_estimates_are_near_the_real_folder_sizes(offline_pair) -> None:
-    from utils.atomic_folder import folder_size_bytes
+    from utils.models.atomic_folder import folder_size_bytes
 
     pair = get_pair("offline")
     for model in (pair.main, pair.draft, pair.draft_variant("int8")):

@@ -1,4 +1,4 @@
-"""Tests for utils.model_check and utils.tokenizer_mismatch_demo on the real offline pair."""
+"""Tests for utils.models.model_check and utils.models.tokenizer_mismatch_demo on the real offline pair."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from utils.atomic_folder import atomic_folder, is_up_to_date, read_marker
-from utils.model_check import (
+from utils.models.atomic_folder import atomic_folder, is_up_to_date, read_marker
+from utils.models.model_check import (
     REQUIRED_OPENVINO_FILES,
     ModelFolderError,
     TokenizerMismatchError,
@@ -18,7 +18,7 @@ from utils.model_check import (
     is_complete,
     openvino_token_ids,
 )
-from utils.tokenizer_mismatch_demo import TOKENIZER_FILES, make_mismatched_draft, truncated_merges_tokenizer_json
+from utils.models.tokenizer_mismatch_demo import TOKENIZER_FILES, make_mismatched_draft, truncated_merges_tokenizer_json
 
 SHORT_TEXT = "Speculative decoding lets a small draft propose tokens."
 
@@ -132,7 +132,7 @@ def linked_copy(source: Path, destination: Path) -> Path:
 def test_damaged_folder_is_reported_before_openvino_reads_it(offline_pair, tmp_path: Path, damage) -> None:
     """Issue 15, item 4: such folders passed the check, then OpenVINO failed with "Incorrect weights in bin
     file!" or a JSON error that named no folder."""
-    from utils.pipelines import check_draft_folder, check_main_folder
+    from utils.decoding.pipelines import check_draft_folder, check_main_folder
 
     folder = linked_copy(offline_pair.draft, tmp_path / "damaged-ov")
     assert check_model_folder(folder) == folder

@@ -1,4 +1,4 @@
-"""Tests for utils.model_fetch without a network: fast, clear failures and no needless work.
+"""Tests for utils.models.model_fetch without a network: fast, clear failures and no needless work.
 
 (The successful download against a local fake hub is tested in tests/test_prefetch.py.)
 """
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from utils import model_fetch
-from utils.atomic_folder import atomic_folder
-from utils.model_catalogue import BYTES_PER_WEIGHT, DOLLY_3B, PHI3_DRAFT, PHI3_MAIN
-from utils.model_check import is_complete
-from utils.model_fetch import (
+from utils.models import model_fetch
+from utils.models.atomic_folder import atomic_folder
+from utils.models.model_catalogue import BYTES_PER_WEIGHT, DOLLY_3B, PHI3_DRAFT, PHI3_MAIN
+from utils.models.model_check import is_complete
+from utils.models.model_fetch import (
     HubUnreachableError,
     InsufficientDiskError,
     ModelNotOnHubError,
@@ -207,7 +207,7 @@ def test_incomplete_folder_is_not_mistaken_for_prepared(unreachable_hubs: str, t
 
 
 def test_offline_models_have_no_hub_source() -> None:
-    from utils.model_catalogue import SMOLLM2_FP16
+    from utils.models.model_catalogue import SMOLLM2_FP16
 
     with pytest.raises(ValueError, match="built locally"):
         get_model(SMOLLM2_FP16, "huggingface")

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from utils.notebook_outputs import (
+from utils.maintenance.notebook_outputs import (
     MAX_NOTEBOOK_BYTES,
     REFERENCE_RUN_KEY,
     WIDGET_VIEW_MIME,
@@ -133,7 +133,7 @@ def test_dependencies_follow_lazy_and_relative_imports_through_magics(tmp_path: 
 def test_a_changed_line_in_a_module_the_notebook_uses_makes_it_stale(tmp_path: Path, monkeypatch,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """The check sees a module reached only through another module's lazy import, and ignores unused ones."""
-    import utils.notebook_outputs as notebook_outputs
+    import utils.maintenance.notebook_outputs as notebook_outputs
 
     root = small_repository(tmp_path)
     monkeypatch.setattr(notebook_outputs, "REPO_ROOT", root)

@@ -1,4 +1,4 @@
-"""Tests for utils.offline_pair: what gets (re)built when, and errors that say what to do.
+"""Tests for utils.models.offline_pair: what gets (re)built when, and errors that say what to do.
 
 Builds are replaced by fakes that write minimal folders through `atomic_folder`,
 so these tests take well under a second; the real build is what the test command
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from utils import offline_pair as offline_pair_module
-from utils.atomic_folder import atomic_folder, is_up_to_date
-from utils.model_catalogue import SMOLLM2_FP16, SMOLLM2_INT4, SMOLLM2_INT8
-from utils.offline_pair import (
+from utils.models import offline_pair as offline_pair_module
+from utils.models.atomic_folder import atomic_folder, is_up_to_date
+from utils.models.model_catalogue import SMOLLM2_FP16, SMOLLM2_INT4, SMOLLM2_INT8
+from utils.models.offline_pair import (
     OFFLINE_EXPORTS,
     OfflineModelError,
     estimated_bytes,
@@ -290,7 +290,7 @@ def test_leftover_of_a_killed_rebuild_is_removed_even_if_nothing_is_built(tmp_mo
 
 def test_two_runs_in_turn_build_once(tmp_models_dir: Path, fake_builds: FakeBuilds) -> None:
     """The second of two runs that both found a folder missing rebuilds nothing once it gets the lock."""
-    from utils.atomic_folder import ensure_built
+    from utils.models.atomic_folder import ensure_built
 
     recipe = hf_recipe(gguf_path())
     assert ensure_built(hf_folder(), recipe, lambda: fake_builds.build_hf_folder(gguf_path(), hf_folder()))
@@ -315,14 +315,14 @@ def test_offline_pair_does_not_import_model_fetch() -> None:
     """Imports go one way: model_fetch uses offline_pair (the offline models), never the reverse, not even lazily."""
     import ast
 
-    import utils.model_fetch
-    import utils.offline_pair
+    import utils.models.model_fetch
+    import utils.models.offline_pair
 
     def imported(module) -> set[str]:
         tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
         names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         return names | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
 
-    assert "utils.offline_pair" in imported(utils.model_fetch)
-    assert not any(name.startswith("utils.model_fetch") for name in imported(utils.offline_pair))
-    assert utils.offline_pair.require_free_disk is utils.model_fetch.require_free_disk  # one disk check, shared
+    assert "utils.models.offline_pair" in imported(utils.models.model_fetch)
+    assert not any(name.startswith("utils.models.model_fetch") for name in imported(utils.models.offline_pair))
+    assert utils.models.offline_pair.require_free_disk is utils.models.model_fetch.require_free_disk  # one disk check, shared

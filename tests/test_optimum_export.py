@@ -1,4 +1,4 @@
-"""Tests for utils.optimum_export: the command it runs and how a failed export ends."""
+"""Tests for utils.models.optimum_export: the command it runs and how a failed export ends."""
 from __future__ import annotations
 
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from utils.optimum_export import ExportError, export_with_optimum, optimum_export_command
+from utils.models.optimum_export import ExportError, export_with_optimum, optimum_export_command
 
 
 def test_command_for_a_hub_model() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from utils import ov_self_speculation as ov
+from utils.selfspec import ov_self_speculation as ov
 
 
 def test_parse_drafts() -> None:
@@ -85,7 +85,7 @@ def test_pipeline_step_costs_relate_passes_to_a_plain_step() -> None:
 
 @dataclass
 class FakeRecord:
-    """The fields of utils.generation.GenerationRecord that median_timed_run reads and writes."""
+    """The fields of utils.decoding.generation.GenerationRecord that median_timed_run reads and writes."""
 
     wall_seconds: float
     token_ids: list[int]
@@ -119,7 +119,7 @@ def test_a_real_run_writes_comparable_results(offline_pair, tmp_path: Path) -> N
     """fp16 main with its int4 copy, f32: speculative output equals plain greedy; input ids are checked."""
     import openvino_genai
 
-    from utils.generation import encode_prompt
+    from utils.decoding.generation import encode_prompt
 
     text = "Write a Python function that adds two numbers."
     tokenizer = openvino_genai.Tokenizer(str(offline_pair.main))

@@ -1,4 +1,4 @@
-"""utils.peak_memory: the child's own peak (VmHWM), not the parent's, and clear failures."""
+"""utils.system.peak_memory: the child's own peak (VmHWM), not the parent's, and clear failures."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from utils.paths import REPO_ROOT
-from utils.peak_memory import current_rss_bytes, measure_in_fresh_process, peak_rss_bytes, run_work
+from utils.system.peak_memory import current_rss_bytes, measure_in_fresh_process, peak_rss_bytes, run_work
 
 TESTS = Path(__file__).resolve().parent
 
@@ -46,7 +46,7 @@ def test_a_failing_work_raises_with_its_error(tests_importable) -> None:
 
 def test_the_probe_imports_neither_openvino_nor_torch() -> None:
     """It must run in the IPEX-LLM environment (no OpenVINO) as well as in the main one."""
-    code = "import sys, utils.peak_memory; print(sorted({'openvino', 'torch', 'psutil'} & set(sys.modules)))"
+    code = "import sys, utils.system.peak_memory; print(sorted({'openvino', 'torch', 'psutil'} & set(sys.modules)))"
     completed = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
                                check=True)
     assert completed.stdout.strip() == "[]"

@@ -1,16 +1,16 @@
-"""Tests of utils.pipeline_memory: peak memory of a real pipeline in a fresh process, cached."""
+"""Tests of utils.tuning.pipeline_memory: peak memory of a real pipeline in a fresh process, cached."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from utils import pipeline_memory
-from utils.generation import DecodingSettings
-from utils.model_catalogue import get_pair
-from utils.pipeline_pool import PipelineSpec
-from utils.prompts import select_prompts
-from utils.result_cache import ResultCache
+from utils.decoding.generation import DecodingSettings
+from utils.decoding.prompts import select_prompts
+from utils.models.model_catalogue import get_pair
+from utils.tuning import pipeline_memory
+from utils.tuning.pipeline_pool import PipelineSpec
+from utils.tuning.result_cache import ResultCache
 
 OFFLINE = get_pair("offline")
 

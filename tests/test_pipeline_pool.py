@@ -1,14 +1,14 @@
-"""Tests of utils.pipeline_pool: pipeline specs, the pool's one spelling per pipeline, loading (real models)."""
+"""Tests of utils.tuning.pipeline_pool: pipeline specs, the pool's one spelling per pipeline, loading (real models)."""
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 
+from utils.decoding.pipelines import SpeculationSetupError
 from utils.input_checks import InputError
-from utils.model_catalogue import ModelPair, get_pair
-from utils.pipeline_pool import BoundedPipelines, PipelinePool, PipelineSpec
-from utils.pipelines import SpeculationSetupError
+from utils.models.model_catalogue import ModelPair, get_pair
+from utils.tuning.pipeline_pool import BoundedPipelines, PipelinePool, PipelineSpec
 
 
 def test_pipeline_specs(fake_pair: ModelPair) -> None:
@@ -38,7 +38,7 @@ def test_pool_spells_the_same_pipeline_one_way(fake_pair: ModelPair) -> None:
 
 
 def test_pool_loads_once_keeps_plain_and_evicts_the_rest(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
-    from utils import pipeline_pool
+    from utils.tuning import pipeline_pool
 
     loads = []
     monkeypatch.setattr(pipeline_pool, "load_spec_pipeline", lambda pair, spec, device: loads.append(spec) or spec)
@@ -87,7 +87,7 @@ def test_bounded_pipelines_free_the_least_recently_used_and_say_so() -> None:
 
 
 def test_loaded_pipelines_compute_token_probabilities(offline_pair) -> None:
-    from utils.pipeline_pool import load_spec_pipeline
+    from utils.tuning.pipeline_pool import load_spec_pipeline
 
     loaded = load_spec_pipeline(get_pair("offline"), PipelineSpec("plain"))
     config = loaded.pipeline.get_generation_config()

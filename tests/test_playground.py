@@ -15,14 +15,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from utils import playground_choice as choice_module
-from utils.device_picker import available_devices, default_device, device_picker
-from utils.formula_explorer import MeasuredPoint, build_formula_explorer, measured_points
-from utils.input_checks import InputError, context_length
-from utils.model_catalogue import PAIRS, ModelPair
-from utils.pipelines import SpeculationSetupError, load_pipeline
-from utils.playground import LiveCounters, TimedRun, build_playground, replay_events
-from utils.playground_choice import (
+from utils.decoding.pipelines import SpeculationSetupError, load_pipeline
+from utils.decoding.speedup_model import break_even_acceptance, predicted_speedup
+from utils.decoding.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR
+from utils.display import playground_choice as choice_module
+from utils.display.device_picker import available_devices, default_device, device_picker
+from utils.display.formula_explorer import MeasuredPoint, build_formula_explorer, measured_points
+from utils.display.playground import LiveCounters, TimedRun, build_playground, replay_events
+from utils.display.playground_choice import (
     K_RANGE,
     MAX_NEW_TOKENS_RANGE,
     PRECISIONS,
@@ -33,8 +33,8 @@ from utils.playground_choice import (
     check_prompt,
     load_tokenizer,
 )
-from utils.speedup_model import break_even_acceptance, predicted_speedup
-from utils.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR
+from utils.input_checks import InputError, context_length
+from utils.models.model_catalogue import PAIRS, ModelPair
 
 MAX_NEW_TOKENS = 12
 
@@ -58,7 +58,7 @@ def test_counters_follow_the_steps() -> None:
     counters.add_step([5], 0.1)  # prefill: the main model's first token
     counters.add_step([1, 2, 3, 4], 0.2)  # all 3 drafts accepted + the main's own
     counters.add_step([7], 0.3)  # first draft rejected: only the main's token
-    counters.add_step([8, 9], 0.4)  # the latest pass: left out until another follows (utils.decoding_metrics)
+    counters.add_step([8, 9], 0.4)  # the latest pass: left out until another follows (utils.decoding.decoding_metrics)
     assert (counters.tokens, counters.passes, counters.accepted, counters.passes_saved) == (8, 4, 3, 4)
     assert counters.tokens_per_second == pytest.approx(8 / 0.4)
     assert counters.tokens_per_pass == pytest.approx((4 + 1) / 2)  # complete verification passes: [4], [1]

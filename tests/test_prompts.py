@@ -1,9 +1,9 @@
-"""Tests for utils.prompts: a well-formed prompt set with every task type and honest length classes."""
+"""Tests for utils.decoding.prompts: a well-formed prompt set with every task type and honest length classes."""
 from __future__ import annotations
 
 import pytest
 
-from utils.prompts import LONG_PROMPT_MIN_TOKENS, PROMPTS, TASKS, Prompt, as_prompt, get_prompt, select_prompts
+from utils.decoding.prompts import LONG_PROMPT_MIN_TOKENS, PROMPTS, TASKS, Prompt, as_prompt, get_prompt, select_prompts
 
 
 def test_ids_are_unique_and_every_task_has_prompts() -> None:

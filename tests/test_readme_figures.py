@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from utils import readme_figures
-from utils.run_notebooks import NotebookOutcome
+from utils.maintenance import readme_figures
+from utils.maintenance.run_notebooks import NotebookOutcome
 
 
 def test_figure_notebooks_save_the_images_the_readme_shows() -> None:

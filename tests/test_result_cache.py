@@ -1,4 +1,4 @@
-"""Tests of utils.result_cache: keys, round trips, clearing, corrupt files and model fingerprints."""
+"""Tests of utils.tuning.result_cache: keys, round trips, clearing, corrupt files and model fingerprints."""
 from __future__ import annotations
 
 import json
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from utils import result_cache
-from utils.result_cache import ResultCache, make_cache, model_fingerprint
+from utils.tuning import result_cache
+from utils.tuning.result_cache import ResultCache, make_cache, model_fingerprint
 
 
 def test_cache_round_trip_clear_and_disable(tmp_path: Path) -> None:

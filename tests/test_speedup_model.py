@@ -1,11 +1,11 @@
-"""Tests of utils.speedup_model against hand-computed values of Leviathan et al.'s formulas."""
+"""Tests of utils.decoding.speedup_model against hand-computed values of Leviathan et al.'s formulas."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from utils.speedup_model import (
+from utils.decoding.speedup_model import (
     acceptance_from_tokens_per_pass,
     break_even_acceptance,
     draft_step_budget,

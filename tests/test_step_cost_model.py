@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from utils import step_cost_model as model
+from utils.selfspec import step_cost_model as model
 
 
 def test_fit_splits_a_step_into_streaming_and_overhead() -> None:

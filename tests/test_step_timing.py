@@ -1,10 +1,10 @@
-"""Tests of utils.step_timing: the arithmetic on step times, and (with the offline models) the timed pass."""
+"""Tests of utils.decoding.step_timing: the arithmetic on step times, and (with the offline models) the timed pass."""
 from __future__ import annotations
 
 import pytest
 
-from utils import step_timing as vc
-from utils.model_catalogue import get_pair
+from utils.decoding import step_timing as vc
+from utils.models.model_catalogue import get_pair
 
 
 def steps(times_by_tokens: dict[int, float]) -> list[vc.StepTime]:

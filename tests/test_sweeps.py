@@ -1,4 +1,4 @@
-"""Tests of utils.sweeps: sweep points, grids, summaries, the sweep runner (fake and real models), step times."""
+"""Tests of utils.tuning.sweeps: sweep points, grids, summaries, the sweep runner (fake and real models), step times."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from fake_sweeps import PROMPTS, fake_records, fake_sweep, record
 
-from utils import sweeps
-from utils.generation import DecodingSettings
-from utils.model_catalogue import ModelPair, ModelSpec, get_pair
-from utils.pipeline_pool import PipelinePool, PipelineSpec
-from utils.prompts import select_prompts
-from utils.result_cache import ResultCache
-from utils.speedup_model import expected_tokens_per_pass
+from utils.decoding.generation import DecodingSettings
+from utils.decoding.prompts import select_prompts
+from utils.decoding.speedup_model import expected_tokens_per_pass
+from utils.models.model_catalogue import ModelPair, ModelSpec, get_pair
+from utils.tuning import sweeps
+from utils.tuning.pipeline_pool import PipelinePool, PipelineSpec
+from utils.tuning.result_cache import ResultCache
 
 
 def fake_measure(calls: list):
@@ -254,7 +254,7 @@ def test_summary_of_fabricated_records() -> None:
 
 
 def test_recommendations_of_a_fake_sweep() -> None:
-    from utils.autotune import recommendation_rows
+    from utils.tuning.autotune import recommendation_rows
 
     k_sweep = fake_sweep(sweeps.k_points([1, 2, 4]))
     threshold_sweep = fake_sweep(sweeps.threshold_points([0.3, 0.6]))
@@ -271,7 +271,7 @@ def test_recommendations_of_a_fake_sweep() -> None:
 
 
 def test_pair_step_times_are_cached(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
-    from utils import step_timing as vc
+    from utils.decoding import step_timing as vc
 
     calls = []
 

@@ -1,13 +1,13 @@
-"""Tests of utils.task_tuner: prompt splits, the choice (plain unless a lossless candidate clearly wins), the
+"""Tests of utils.tuning.task_tuner: prompt splits, the choice (plain unless a lossless candidate clearly wins), the
 held-out check, on fabricated measurements (nothing is loaded)."""
 from __future__ import annotations
 
 import pytest
 from fake_sweeps import fake_records
 
-from utils import sweeps, task_tuner
-from utils.model_catalogue import ModelPair
-from utils.task_tuner import TaskChoice
+from utils.models.model_catalogue import ModelPair
+from utils.tuning import sweeps, task_tuner
+from utils.tuning.task_tuner import TaskChoice
 
 
 def test_split_prompts_gives_each_task_disjoint_tuning_and_held_out_prompts() -> None:

@@ -1,4 +1,4 @@
-"""Tests for utils.transformers_baseline: arguments mirror the settings, greedy assisted generation is lossless,
+"""Tests for utils.decoding.transformers_baseline: arguments mirror the settings, greedy assisted generation is lossless,
 records are consistent and comparable only with transformers' own plain runs."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from utils.generation import DecodingSettings, compare_with_plain
-from utils.pipelines import SpeculationSetupError
-from utils.prompts import get_prompt
-from utils.transformers_baseline import (
+from utils.decoding.generation import DecodingSettings, compare_with_plain
+from utils.decoding.pipelines import SpeculationSetupError
+from utils.decoding.prompts import get_prompt
+from utils.decoding.transformers_baseline import (
     UPPER_BOUND_DRAFT_TOKENS,
     configure_draft,
     generate_arguments,

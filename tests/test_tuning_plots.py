@@ -1,4 +1,4 @@
-"""utils.tuning_plots: each of notebook 05's figures draws the numbers it is given (checked by data, not file size)."""
+"""utils.display.tuning_plots: each of notebook 05's figures draws the numbers it is given (checked by data, not file size)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,11 +8,11 @@ import pytest
 from fake_sweeps import fake_sweep
 from figure_data import plotted_values
 
-from utils import tuning_plots
-from utils.autotune import MeasuredStepTimes, Trial, TuneResult, theory_rows
+from utils.decoding.step_timing import StepTime
+from utils.display import tuning_plots
 from utils.result_files import save_figure
-from utils.step_timing import StepTime
-from utils.sweeps import draft_points, k_points
+from utils.tuning.autotune import MeasuredStepTimes, Trial, TuneResult, theory_rows
+from utils.tuning.sweeps import draft_points, k_points
 
 matplotlib.use("Agg")
 
@@ -120,8 +120,8 @@ def test_a_figure_is_saved_where_figures_go(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_task_choices_draw_every_candidate_the_choice_and_the_held_out_check() -> None:
-    from utils.sweeps import prompt_lookup_points
-    from utils.task_tuner import TaskChoice
+    from utils.tuning.sweeps import prompt_lookup_points
+    from utils.tuning.task_tuner import TaskChoice
 
     lookup = prompt_lookup_points([3])[0]
     choices = [TaskChoice("code", ["a"], ["b"], {"draft K=2": 1.1, "prompt lookup K=3": 1.3}, "prompt lookup K=3",

@@ -30,10 +30,10 @@ def recorded(tutorial, monkeypatch: pytest.MonkeyPatch) -> dict:
     return calls
 
 
-@pytest.mark.parametrize("command, module", [("benchmark", "utils.benchmark"), ("prefetch", "utils.prefetch"),
-                                             ("run-notebooks", "utils.run_notebooks"),
-                                             ("figures", "utils.readme_figures"),
-                                             ("refresh-outputs", "utils.notebook_outputs")])
+@pytest.mark.parametrize("command, module", [("benchmark", "utils.decoding.benchmark"), ("prefetch", "utils.models.prefetch"),
+                                             ("run-notebooks", "utils.maintenance.run_notebooks"),
+                                             ("figures", "utils.maintenance.readme_figures"),
+                                             ("refresh-outputs", "utils.maintenance.notebook_outputs")])
 def test_tool_commands_pass_help_through_to_their_module(tutorial, recorded: dict, command: str, module: str) -> None:
     tutorial.main([command, "--help"])
     assert recorded["run"] == [[str(tutorial.env_python(tutorial.MAIN_ENV)), "-m", module, "--help"]]

@@ -1,57 +1,164 @@
-"""utils/README.md lists every module of utils/ (and nothing that is gone), so a newcomer can find their way."""
+"""utils/ is a house you can see: every module on the map of utils/README.md, imports that only go downwards
+through the layers, no cycle, and each module stamped with the notebook sections that use it."""
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
+import pytest
+
+from utils.maintenance.notebook_outputs import _imported_names
 from utils.paths import REPO_ROOT
 
 UTILS = REPO_ROOT / "utils"
 
+# Bottom to top. A module may import modules of its own package or of a lower layer; packages that share a layer
+# (tuning, selfspec, training) do not import each other. `top` is the handful of modules directly under utils/.
+LAYERS: list[set[str]] = [{"top"}, {"system"}, {"models"}, {"decoding"}, {"tuning", "selfspec", "training"},
+                          {"display"}, {"maintenance"}]
+MAX_TOP_LEVEL_MODULES = 6
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def utils_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(UTILS.rglob("*.py"))}
+
+
+def package_of(module: str) -> str:
+    """'top' for utils and the modules directly under it, else the subpackage's name."""
+    parts = module.split(".")
+    if len(parts) == 1 or (len(parts) == 2 and (UTILS / f"{parts[1]}.py").is_file()):
+        return "top"
+    return parts[1]
+
+
+def layer_of(package: str) -> int:
+    return next(index for index, layer in enumerate(LAYERS) if package in layer)
+
+
+def imports_of(module: str, path: Path) -> set[str]:
+    """The utils modules `module` imports (lazy imports inside functions included)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    known = utils_modules()
+    return {name for name in _imported_names(path.read_text(encoding="utf-8"), package) if name in known} - {module}
+
+
+def test_every_package_has_a_layer_and_utils_keeps_a_handful_of_top_level_modules() -> None:
+    packages = {package_of(module) for module in utils_modules()}
+    assert packages <= set().union(*LAYERS), f"give these packages a layer in LAYERS: {packages - set().union(*LAYERS)}"
+    top_level = sorted(path.name for path in UTILS.glob("*.py") if path.name != "__init__.py")
+    assert len(top_level) <= MAX_TOP_LEVEL_MODULES, f"move some of these into a subpackage: {top_level}"
+
+
+def test_imports_only_go_downwards() -> None:
+    upwards = []
+    for module, path in utils_modules().items():
+        own = package_of(module)
+        for imported in imports_of(module, path):
+            other = package_of(imported)
+            if other == own or imported == "utils":
+                continue
+            if layer_of(other) >= layer_of(own):
+                upwards.append(f"{module} imports {imported}")
+    assert not upwards, f"these imports go upwards or sideways between packages: {upwards}"
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """The check above can fail: an import from models into tuning is upwards."""
+    assert layer_of(package_of("utils.tuning.sweeps")) > layer_of(package_of("utils.models.model_check"))
+    assert package_of("utils.paths") == "top" and package_of("utils") == "top"
+
+
+def test_no_import_cycle() -> None:
+    graph = {module: imports_of(module, path) for module, path in utils_modules().items()}
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for imported in graph.get(module, ()):
+            if state.get(imported) == 1:
+                pytest.fail(f"import cycle: {' -> '.join([*trail, module, imported])}")
+            if imported not in state:
+                visit(imported, [*trail, module])
+        state[module] = 2
+
+    for module in graph:
+        if module not in state:
+            visit(module, [])
+
 
 def test_every_module_is_on_the_map_and_the_map_has_no_ghosts() -> None:
-    listed = set(re.findall(r"^\| `(\w+\.py)` \|", (UTILS / "README.md").read_text(encoding="utf-8"), re.M))
-    modules = {path.name for path in UTILS.glob("*.py") if path.name != "__init__.py"}
+    listed = set(re.findall(r"^\| `([\w/]+\.py)` \|", (UTILS / "README.md").read_text(encoding="utf-8"), re.M))
+    modules = {path.relative_to(UTILS).as_posix() for path in UTILS.rglob("*.py") if path.name != "__init__.py"}
     assert not modules - listed, f"add these modules to utils/README.md: {sorted(modules - listed)}"
     assert not listed - modules, f"utils/README.md lists modules that do not exist: {sorted(listed - modules)}"
 
 
+def test_every_subpackage_says_what_it_is_for() -> None:
+    silent = [path.parent.name for path in UTILS.glob("*/__init__.py")
+              if len(ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "") < 40]
+    assert not silent, f"give these packages a docstring that says what they are for: {silent}"
+
+
 def test_modules_over_500_lines_say_why_at_their_top() -> None:
-    long = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in UTILS.glob("*.py")}
-    unexplained = [name for name, lines in long.items() if lines > 520
-                   and "Why one module" not in (UTILS / name).read_text(encoding="utf-8")[:4000]]
+    unexplained = [path.relative_to(UTILS).as_posix() for path in UTILS.rglob("*.py")
+                   if len(path.read_text(encoding="utf-8").splitlines()) > 520
+                   and "Why one module" not in path.read_text(encoding="utf-8")[:4000]]
     assert not unexplained, f"split these modules or say at their top why not ('Why one module'): {unexplained}"
 
 
-USED_IN = re.compile(r"^Used in notebooks?: ([\d, ]+)\.$", re.M)
+SECTION_HEADING = re.compile(r"^## (?:(\d+)\.\s|(.+)$)", re.M)
+USED_IN = re.compile(r"^Used in notebook sections: (.+)\.$", re.M)
 
 
-def notebooks_importing_each_module() -> dict[str, set[str]]:
-    """For each utils module, the numbers of the notebooks whose own code cells import it."""
+def sections_importing_each_module() -> dict[str, dict[str, list[str]]]:
+    """For each utils module, per notebook number, the sections ('§3', or a heading such as 'Exercises') whose
+    own code cells import it, in notebook order."""
     import nbformat
 
-    from utils.notebook_outputs import _imported_names
-
-    found: dict[str, set[str]] = {}
+    known = utils_modules()
+    found: dict[str, dict[str, list[str]]] = {}
     for notebook in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        section = "Parameters"
         for cell in nbformat.read(notebook, as_version=4).cells:
+            if cell.cell_type == "markdown":
+                for match in SECTION_HEADING.finditer(cell.source):
+                    section = f"§{match.group(1)}" if match.group(1) else match.group(2).strip()
+                continue
             if cell.cell_type != "code":
                 continue
             for name in _imported_names(cell.source):
-                parts = name.split(".")
-                if parts[0] == "utils" and len(parts) > 1 and (UTILS / f"{parts[1]}.py").is_file():
-                    found.setdefault(parts[1], set()).add(notebook.name[:2])
+                if name in known and name.count(".") >= 1 and not known[name].name == "__init__.py":
+                    sections = found.setdefault(name, {}).setdefault(notebook.name[:2], [])
+                    if section not in sections:
+                        sections.append(section)
     return found
 
 
-def test_each_module_says_which_notebooks_use_it() -> None:
-    """A module's docstring ends with 'Used in notebooks: 02, 05.' naming exactly the notebooks that import it."""
-    import ast
+def used_in_line(sections: dict[str, list[str]]) -> str:
+    """'Used in notebook sections: 02 §3 §8; 05 §1.'"""
+    return "Used in notebook sections: " + "; ".join(
+        f"{number} {' '.join(names)}" for number, names in sorted(sections.items())) + "."
 
+
+def test_each_module_is_stamped_with_the_notebook_sections_that_use_it() -> None:
+    """A module's docstring ends with the sections whose code cells import it, like d2l's 'Defined in' stamps."""
+    stamps = sections_importing_each_module()
     wrong = {}
-    for module, notebooks in notebooks_importing_each_module().items():
-        docstring = ast.get_docstring(ast.parse((UTILS / f"{module}.py").read_text(encoding="utf-8"))) or ""
+    for module, path in utils_modules().items():
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         stated = USED_IN.search(docstring)
-        named = {number.strip() for number in stated.group(1).split(",")} if stated else set()
-        if named != notebooks:
-            wrong[module] = f"Used in notebook{'s' if len(notebooks) > 1 else ''}: {', '.join(sorted(notebooks))}."
+        wanted = used_in_line(stamps[module]) if module in stamps else None
+        if (stated.group(0) if stated else None) != wanted:
+            wrong[module] = wanted or "(no stamp: no notebook imports it)"
     assert not wrong, f"end these modules' docstrings with the line shown: {wrong}"
+
+
+def test_the_stamp_names_sections_in_the_notebooks_order() -> None:
+    assert used_in_line({"05": ["§1", "§11"], "02": ["Parameters", "§8"]}) == \
+        "Used in notebook sections: 02 Parameters §8; 05 §1 §11."

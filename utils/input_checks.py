@@ -1,7 +1,7 @@
 """Checks of user input and resources made before any long work, each failing with one line that says what to do.
 
-Used by the command-line tools (`utils.benchmark`, `utils.run_notebooks`) and
-by `utils.generation` and `utils.pipelines` (settings, pipelines, prompts). Every input check raises a
+Used by the command-line tools (`utils.decoding.benchmark`, `utils.maintenance.run_notebooks`) and
+by `utils.decoding.generation` and `utils.decoding.pipelines` (settings, pipelines, prompts). Every input check raises a
 ValueError subclass (`InputError` unless the caller passes its own class), so a
 command line can print the message as a usage error instead of a traceback.
 The one resource check, `require_free_disk` (used by `model_fetch`, `offline_pair`, `coder_pair`;

@@ -7,7 +7,7 @@ to the repository root, never to the current directory, so the command line
 the same folder: `SPECDEC_MODELS_DIR=models-big` is `<repository>/models-big`
 everywhere. `~` is expanded.
 
-Used in notebooks: 00, 01, 02, 04.
+Used in notebook sections: 00 §1; 01 §3 §6; 02 §2; 04 Parameters.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+UTILS_DATA_DIR = REPO_ROOT / "utils" / "data"  # small files the helpers ship with (a vocabulary list)
 MODELS_DIR_ENV = "SPECDEC_MODELS_DIR"
 BUILD_DIR_ENV = "SPECDEC_BUILD_DIR"
 FIGURES_DIR_ENV = "SPECDEC_FIGURES_DIR"
@@ -45,6 +46,6 @@ def build_dir() -> Path:
 def figures_dir() -> Path:
     """Where notebooks save their plots as PNG: `build/figures` unless `$SPECDEC_FIGURES_DIR` says otherwise.
 
-    `python -m utils.readme_figures` points it at `docs/images/` to refresh the README's images.
+    `python -m utils.maintenance.readme_figures` points it at `docs/images/` to refresh the README's images.
     """
     return configured_dir(FIGURES_DIR_ENV, build_dir() / "figures")

@@ -1,6 +1,6 @@
 """Files a run writes for later: a plot as PNG where the README-figures command collects it, results as JSON.
 
-Used in notebooks: 02, 03, 04, 05.
+Used in notebook sections: 02 §3; 03 §3; 04 §1; 05 Parameters.
 """
 from __future__ import annotations
 

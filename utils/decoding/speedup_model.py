@@ -1,0 +1,107 @@
+"""Theory of speculative decoding (Leviathan et al., arXiv:2211.17192).
+
+With per-token acceptance probability ``a``, draft length ``k`` and cost ratio
+``c`` (time of one draft step / time of one main step):
+
+* expected tokens produced per main-model pass: (1 - a^(k+1)) / (1 - a)
+* expected speed-up over plain decoding: (1 - a^(k+1)) / ((1 - a) (k c + 1))
+
+The second formula assumes that the main model verifies k+1 tokens in the time
+of one plain step. `predicted_speedup_with_step_times` drops that assumption:
+it takes the measured time of the verification step instead (see
+utils.decoding.step_timing), which on a CPU grows with k.
+
+Used in notebook sections: 04 §13; 05 §8 Exercises; 06 §7; 07 §4 Exercises.
+"""
+from __future__ import annotations
+
+
+def _check(acceptance: float, draft_length: int) -> None:
+    if not 0.0 <= acceptance <= 1.0:
+        raise ValueError(f"acceptance must lie in [0, 1], got {acceptance}")
+    if draft_length < 0:
+        raise ValueError(f"draft length must be >= 0, got {draft_length}")
+
+
+def expected_tokens_per_pass(acceptance: float, draft_length: int) -> float:
+    """Mean number of tokens one main-model pass yields (accepted drafts + its own)."""
+    _check(acceptance, draft_length)
+    if acceptance == 1.0:
+        return float(draft_length + 1)
+    return (1.0 - acceptance ** (draft_length + 1)) / (1.0 - acceptance)
+
+
+def predicted_speedup(acceptance: float, draft_length: int, cost_ratio: float) -> float:
+    """Expected wall-time speed-up of speculative over plain decoding."""
+    if cost_ratio < 0:
+        raise ValueError(f"cost ratio must be >= 0, got {cost_ratio}")
+    return expected_tokens_per_pass(acceptance, draft_length) / (draft_length * cost_ratio + 1.0)
+
+
+def predicted_speedup_with_step_times(
+    acceptance: float, draft_length: int, draft_step: float, plain_step: float, verify_step: float,
+) -> float:
+    """Expected speed-up with measured step times (any unit, the same for all three).
+
+    draft_step: one draft-model step; plain_step: one main-model step over one
+    token; verify_step: one main-model step over draft_length + 1 tokens. With
+    verify_step == plain_step this equals `predicted_speedup(a, k, draft_step / plain_step)`.
+    """
+    if min(draft_step, plain_step, verify_step) < 0 or plain_step == 0 or verify_step == 0:
+        raise ValueError("step times must be >= 0, and the main model's steps > 0")
+    tokens = expected_tokens_per_pass(acceptance, draft_length)
+    return tokens * plain_step / (draft_length * draft_step + verify_step)
+
+
+def draft_step_budget(
+    acceptance: float, draft_length: int, plain_step: float, verify_step: float, target_speedup: float,
+) -> float | None:
+    """The dearest draft step (in the unit of the main model's steps) that still reaches `target_speedup`.
+
+    `predicted_speedup_with_step_times` solved for the draft step: at this acceptance, K and verification cost,
+    a draft whose step costs more than this cannot reach the target. None when even a draft that costs nothing
+    falls short (the verification pass alone is too dear for the tokens a pass yields).
+    """
+    if target_speedup <= 0:
+        raise ValueError(f"target speed-up must be > 0, got {target_speedup}")
+    if draft_length < 1:
+        raise ValueError(f"draft length must be >= 1, got {draft_length}")
+    if min(plain_step, verify_step) <= 0:
+        raise ValueError("the main model's step times must be > 0")
+    budget = (expected_tokens_per_pass(acceptance, draft_length) * plain_step / target_speedup - verify_step) \
+        / draft_length
+    return budget if budget >= 0 else None
+
+
+def acceptance_from_tokens_per_pass(tokens_per_pass: float, draft_length: int, tol: float = 1e-9) -> float:
+    """Invert `expected_tokens_per_pass` by bisection: the per-token acceptance that explains a run.
+
+    Values a rounding error outside [1, draft_length + 1] are clamped; others raise.
+    """
+    if draft_length < 1:
+        raise ValueError(f"draft length must be >= 1 to estimate acceptance, got {draft_length}")
+    if not 1.0 - 1e-9 <= tokens_per_pass <= draft_length + 1 + 1e-9:
+        raise ValueError(f"tokens per pass must lie in [1, {draft_length + 1}], got {tokens_per_pass}")
+    tokens_per_pass = min(max(tokens_per_pass, 1.0), draft_length + 1.0)
+    low, high = 0.0, 1.0
+    while high - low > tol:
+        mid = (low + high) / 2
+        if expected_tokens_per_pass(mid, draft_length) < tokens_per_pass:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def break_even_acceptance(draft_length: int, cost_ratio: float) -> float:
+    """Smallest acceptance at which speculation is no slower than plain decoding."""
+    low, high = 0.0, 1.0
+    if predicted_speedup(1.0, draft_length, cost_ratio) < 1.0:
+        return float("nan")
+    for _ in range(60):
+        mid = (low + high) / 2
+        if predicted_speedup(mid, draft_length, cost_ratio) < 1.0:
+            low = mid
+        else:
+            high = mid
+    return high

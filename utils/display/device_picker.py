@@ -1,0 +1,33 @@
+"""A device drop-down for the notebooks (the same widget in every notebook), whose value the pipelines read.
+
+    picker = device_picker()          # shows the OpenVINO devices of this machine (utils.input_checks.available_devices)
+    picker                            # display it; the learner picks a device
+    load_pipeline(..., picker.value)  # the next cells read the choice (as openvino_notebooks' device widget)
+
+The default is `default_device()`: the requested device if this machine has it, else CPU (always there).
+
+Used in notebook sections: 00 §6; 02 Parameters; 07 §1.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from utils.input_checks import available_devices
+
+
+def default_device(requested: str | None = None, options: list[str] | None = None) -> str:
+    """`requested` when this machine has it, else CPU (or the first device OpenVINO lists)."""
+    options = available_devices() if options is None else options
+    if not options:
+        raise RuntimeError("OpenVINO lists no device on this machine: check the openvino installation.")
+    if requested in options:
+        return requested
+    return "CPU" if "CPU" in options else options[0]
+
+
+def device_picker(default: str | None = "CPU", description: str = "Device:") -> Any:
+    """An ipywidgets Dropdown of OpenVINO devices, set to `default_device(default)`; read `.value` in later cells."""
+    import ipywidgets as widgets
+
+    options = available_devices()
+    return widgets.Dropdown(options=options, value=default_device(default, options), description=description)

@@ -1,0 +1,487 @@
+"""IPEX-LLM self-speculative decoding: load, generate, read its statistics, time its steps.
+
+IPEX-LLM (archived by Intel) loads a model twice when ``speculative=True``: the
+main model in the precision you ask for (bf16 on CPU, fp16 on Intel GPUs) and a
+``sym_int4`` copy of the same checkpoint that drafts tokens for it. The draft
+stops proposing when its top probability falls below ``th_stop_draft`` (or after
+``max_step_draft`` tokens); the main model then verifies the proposal in one pass.
+
+The API, in the order notebook 04 uses it::
+
+    view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")  # ipex_legacy_view
+    recipe = article_recipe(pick_device())                       # bf16 on CPU, fp16 on XPU
+    model, tokenizer = load_self_speculative(view, recipe)    # main + INT4 draft
+    ids = encode_chat(tokenizer, "Why is the sky blue?")
+    run = generate_greedy(model, ids, max_new_tokens=48)      # speculative; run.stats from IPEX-LLM
+    plain = generate_greedy(model, ids, max_new_tokens=48, speculative=False)   # same weights, no draft
+
+Only this module's functions that take a model import torch / ipex_llm, and they
+do so inside the function: the module itself imports anywhere (the main venv's
+tests use its pure helpers). `measure_peak_rss` measures a load's peak memory in
+a fresh process (`utils.system.peak_memory`). Plain-vs-speculative comparisons and the side-by-side with OpenVINO
+GenAI are in `utils.selfspec.ipex_comparisons`, the folder translation in `utils.selfspec.ipex_legacy_view`, the step-cost
+model in `utils.selfspec.step_cost_model`, the plots in `utils.display.ipex_plots`.
+
+Used in notebook sections: 04 §1.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from utils.decoding import decoding_metrics
+
+# The source article's recipe: bf16 on CPU, fp16 on Intel GPUs ("xpu").
+ARTICLE_RECIPES: dict[str, dict[str, str]] = {
+    "cpu": {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"},
+    "xpu": {"torch_dtype": "float16", "load_in_low_bit": "fp16"},
+}
+DRAFT_OPTIONS = ("th_stop_draft", "max_step_draft", "auto_th_stop_draft", "min_step_draft", "hf_adjust")
+LONG_PROMPT_MIN_TOKENS = 256
+
+
+class SelfSpeculationError(ValueError):
+    """An input IPEX-LLM self-speculation cannot use; the message says what to do instead."""
+
+
+# --------------------------------------------------------------------------- device, recipe, loading
+
+
+def pick_device() -> str:
+    """'xpu' when an Intel GPU is visible to torch, else 'cpu'."""
+    import torch
+
+    xpu = getattr(torch, "xpu", None)
+    return "xpu" if xpu is not None and xpu.is_available() else "cpu"
+
+
+def article_recipe(device: str) -> dict[str, str]:
+    """The source article's `from_pretrained` precision settings for a device ('cpu' or 'xpu')."""
+    if device not in ARTICLE_RECIPES:
+        raise SelfSpeculationError(f"Unknown device {device!r}: IPEX-LLM runs on 'cpu' or 'xpu' (Intel GPU).")
+    return dict(ARTICLE_RECIPES[device])
+
+
+def set_threads(threads: int) -> int:
+    """Use `threads` intra-op threads in this process (torch); returns what torch reports."""
+    import torch
+
+    if threads < 1:
+        raise SelfSpeculationError(f"threads must be >= 1, got {threads}.")
+    torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def load_tokenizer(view: Path | str) -> Any:
+    """The model's tokenizer, checked: eos must end the assistant's turn and no token_type_ids."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(view))
+    if tokenizer.eos_token != "<|im_end|>" and tokenizer.chat_template and "<|im_end|>" in tokenizer.chat_template:
+        raise SelfSpeculationError(
+            f"eos token is {tokenizer.eos_token!r}, but chat turns end with '<|im_end|>': generation would not "
+            "stop at the end of the answer. Rebuild the folder (python -m utils.models.offline_pair --force).")
+    if "token_type_ids" in tokenizer("a"):
+        raise SelfSpeculationError("The tokenizer returns token_type_ids, which breaks generate(); "
+                                   "set model_input_names to ['input_ids', 'attention_mask'].")
+    return tokenizer
+
+
+def load_self_speculative(view: Path | str, recipe: dict[str, str], speculative: bool = True) -> tuple[Any, Any]:
+    """The source article's call, verbatim but for the precision from `recipe`; returns (model, tokenizer).
+
+    ``speculative=True`` also loads the INT4 draft into ``model.draft_model``.
+    The device placement (``.to('xpu')``) is done here for Intel GPUs.
+    """
+    import torch
+    from transformers.utils import logging as transformers_logging
+
+    tokenizer = load_tokenizer(view)
+    transformers_logging.set_verbosity_error()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from ipex_llm.transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(
+            str(view),
+            optimize_model=True,
+            torch_dtype=getattr(torch, recipe["torch_dtype"]),
+            load_in_low_bit=recipe["load_in_low_bit"],
+            speculative=speculative,
+            trust_remote_code=True,
+            use_cache=True,
+        )
+    if recipe["torch_dtype"] == "float16":
+        model = model.to("xpu")
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def encode_chat(tokenizer: Any, user_message: str, min_tokens: int = 0) -> Any:
+    """Token ids (a 1 x n tensor) of a user message in the chat template, ready for generation."""
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": user_message}],
+                                        add_generation_prompt=True, return_tensors="pt")
+    if ids.shape[1] < min_tokens:
+        raise SelfSpeculationError(f"The prompt has {ids.shape[1]} tokens, fewer than the {min_tokens} required.")
+    return ids
+
+
+def check_weights(model: Any, tokenizer: Any, max_perplexity: float = 100.0) -> float:
+    """Perplexity of the model on a plain English sentence; raises if the weights look random.
+
+    A randomly initialised lm_head (a known trap of GGUF conversions with
+    ``tie_word_embeddings=False``) gives a perplexity in the tens of thousands.
+    """
+    import torch
+
+    text = ("The cat sat on the mat. It was a sunny day, and the children were playing in the park "
+            "while their parents talked about the weather.")
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    with torch.no_grad():
+        logits = model(ids).logits.float()
+    loss = torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:])
+    perplexity = float(torch.exp(loss))
+    if not perplexity < max_perplexity:
+        raise SelfSpeculationError(
+            f"Perplexity {perplexity:.0f} on plain English: the weights (probably lm_head) are wrong. "
+            "Rebuild the model folder: python -m utils.models.offline_pair --force")
+    return perplexity
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@dataclass
+class SpeculationStats:
+    """What IPEX-LLM recorded about its last speculative `generate` call (reset on every call).
+
+    drafted_per_step[i]: tokens the INT4 draft proposed in verify step i.
+    tokens_per_step[i]: tokens step i added (accepted drafts + the main model's own token),
+    IPEX-LLM's ``accept_num`` (the prefill pass is not in it). Times in seconds.
+    Acceptance and tokens per pass follow `utils.decoding.decoding_metrics`.
+    """
+
+    drafted: int
+    accepted: int
+    drafted_per_step: list[int]
+    tokens_per_step: list[int]
+    draft_seconds: list[float]
+    verify_seconds: list[float]
+    first_token_seconds: float
+    generated_tokens: int
+
+    @property
+    def steps(self) -> int:
+        return len(self.tokens_per_step)
+
+    @property
+    def accepted_per_step(self) -> list[int]:
+        return [tokens - 1 for tokens in self.tokens_per_step]
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / drafted tokens: the fraction of the draft's proposals the main model kept."""
+        return decoding_metrics.acceptance_rate(self.accepted, self.drafted) or 0.0
+
+    @property
+    def main_pass_steps(self) -> list[int]:
+        """Tokens per main-model pass, the prefill pass first, cut to the generated tokens."""
+        return decoding_metrics.ipex_llm_steps(self.tokens_per_step, self.generated_tokens)
+
+    @property
+    def mean_tokens_per_step(self) -> float:
+        """Mean tokens per verification pass (`utils.decoding.decoding_metrics.tokens_per_main_pass`)."""
+        return decoding_metrics.tokens_per_main_pass(self.main_pass_steps) or 0.0
+
+    @property
+    def mean_drafted_per_step(self) -> float:
+        return statistics.mean(self.drafted_per_step) if self.drafted_per_step else 0.0
+
+    @property
+    def draft_seconds_per_token(self) -> float:
+        """Time of one draft (INT4) forward pass, averaged over all drafted tokens."""
+        return sum(self.draft_seconds) / self.drafted if self.drafted else 0.0
+
+    @property
+    def verify_seconds_per_step(self) -> float:
+        return statistics.mean(self.verify_seconds) if self.verify_seconds else 0.0
+
+    def summary(self) -> dict:
+        return {
+            "verify steps": self.steps,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance": round(self.acceptance_rate, 3),
+            "tokens/step": round(self.mean_tokens_per_step, 2),
+            "draft ms/token": round(1000 * self.draft_seconds_per_token, 1),
+            "verify ms/step": round(1000 * self.verify_seconds_per_step, 1),
+            "first token ms": round(1000 * self.first_token_seconds, 1),
+        }
+
+
+def read_speculation_stats(model: Any) -> SpeculationStats:
+    """IPEX-LLM's own counters from the model after a speculative `generate` call.
+
+    IPEX-LLM stores them as attributes: ``n_drafted``, ``n_matched`` (accepted
+    drafts), ``draft_num`` / ``accept_num`` (per verify step; accept_num counts
+    the main model's own token too), ``draft_time`` / ``verify_time`` (lists of
+    seconds), ``first_token_time``, ``n_token_generated``.
+    """
+    needed = ("n_drafted", "n_matched", "draft_num", "accept_num", "draft_time", "verify_time",
+              "first_token_time", "n_token_generated")
+    missing = [name for name in needed if not hasattr(model, name)]
+    if missing:
+        raise SelfSpeculationError(
+            f"The model has no speculation statistics ({', '.join(missing)} missing): load it with "
+            "speculative=True and call generate() first.")
+    stats = SpeculationStats(
+        drafted=int(model.n_drafted),
+        accepted=int(model.n_matched),
+        drafted_per_step=[int(n) for n in model.draft_num],
+        tokens_per_step=[int(n) for n in model.accept_num],
+        draft_seconds=[float(t) for t in model.draft_time],
+        verify_seconds=[float(t) for t in model.verify_time],
+        first_token_seconds=float(model.first_token_time),
+        generated_tokens=int(model.n_token_generated),
+    )
+    if len(stats.drafted_per_step) != len(stats.tokens_per_step) or sum(stats.drafted_per_step) != stats.drafted:
+        raise SelfSpeculationError("Inconsistent IPEX-LLM statistics: per-step lists do not add up to the totals.")
+    return stats
+
+
+# --------------------------------------------------------------------------- generation
+
+
+@contextmanager
+def draft_disabled(model: Any) -> Iterator[Any]:
+    """Temporarily hide ``model.draft_model``: IPEX-LLM's generate then decodes plainly, same weights."""
+    draft = model.__dict__.get("_modules", {}).pop("draft_model", None)
+    try:
+        yield model
+    finally:
+        if draft is not None:
+            model._modules["draft_model"] = draft
+
+
+CLOCKS = ("wall", "cpu")
+
+
+@dataclass
+class GenerationRun:
+    """One greedy generation: the new tokens, its times and (speculative) IPEX-LLM's statistics.
+
+    seconds: wall-clock time. cpu_seconds: CPU time this process used meanwhile;
+    with one thread it equals the wall time on an idle machine, and unlike the
+    wall time it does not grow while other programs hold the CPU.
+    """
+
+    token_ids: list[int]
+    seconds: float
+    speculative: bool
+    stats: SpeculationStats | None = None
+    cpu_seconds: float = float("nan")
+
+    @property
+    def generated_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def seconds_per_token(self) -> float:
+        return self.seconds / self.generated_tokens if self.token_ids else float("nan")
+
+
+def check_generate_inputs(input_ids: Any, max_new_tokens: Any, draft_options: dict) -> None:
+    """Raise (before any work) for inputs IPEX-LLM's self-speculation mishandles silently or cryptically."""
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+        raise SelfSpeculationError(
+            f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}. Pass it explicitly: without it "
+            "IPEX-LLM's speculative generate stops after 10 tokens.")
+    shape = tuple(getattr(input_ids, "shape", ()))
+    if len(shape) != 2:
+        raise SelfSpeculationError(f"input_ids must be a 2-D tensor (1 x prompt length), got shape {shape}.")
+    if shape[0] != 1:
+        raise SelfSpeculationError(
+            f"IPEX-LLM self-speculation handles one sequence at a time (batch size 1); got a batch of {shape[0]}. "
+            "Loop over the prompts instead.")
+    unknown = sorted(set(draft_options) - set(DRAFT_OPTIONS))
+    if unknown:
+        raise SelfSpeculationError(f"Unknown draft option(s) {unknown}; IPEX-LLM knows {list(DRAFT_OPTIONS)}.")
+    threshold = draft_options.get("th_stop_draft")
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise SelfSpeculationError(f"th_stop_draft is a probability in [0, 1], got {threshold}.")
+    steps = draft_options.get("max_step_draft")
+    if steps is not None and (not isinstance(steps, int) or steps < 1):
+        raise SelfSpeculationError(f"max_step_draft must be an integer >= 1, got {steps!r}.")
+
+
+def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculative: bool = True,
+                    **draft_options: Any) -> GenerationRun:
+    """Greedy generation with (or, ``speculative=False``, without) the INT4 draft; timed.
+
+    The ids go in by position: ``generate(**tokenizer(...))`` crashes in
+    IPEX-LLM's speculative path. `draft_options` are IPEX-LLM's
+    (``th_stop_draft``, ``max_step_draft``, ``auto_th_stop_draft``, ...).
+    """
+    import torch
+
+    check_generate_inputs(input_ids, max_new_tokens, draft_options)
+    if speculative and not hasattr(model, "draft_model"):
+        raise SelfSpeculationError("This model has no draft: load it with speculative=True.")
+    if not speculative and draft_options:
+        raise SelfSpeculationError(f"Draft options {sorted(draft_options)} have no effect without speculation.")
+    with torch.inference_mode(), (draft_disabled(model) if not speculative else _nothing()):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        output = model.generate(input_ids, max_new_tokens=max_new_tokens, do_sample=False, **draft_options)
+        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - started_cpu
+    new_ids = [int(token) for token in output[0, input_ids.shape[1]:]]
+    stats = read_speculation_stats(model) if speculative else None
+    return GenerationRun(token_ids=new_ids, seconds=seconds, speculative=speculative, stats=stats,
+                         cpu_seconds=cpu_seconds)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
+
+
+def decode_step_seconds(model: Any, input_ids: Any, steps: int = 16, repeats: int = 3, clock: str = "wall"
+                        ) -> float:
+    """Median time of one plain decode step: (time for 1 + steps tokens - time for 1 token) / steps.
+
+    Works for the main model (its draft hidden) and for ``model.draft_model``
+    alone, so the two are timed the same way. Generation ignores eos here.
+    clock: "wall", or "cpu" (this process's CPU time; steadier on a shared machine).
+    """
+    import torch
+
+    if clock not in CLOCKS:
+        raise SelfSpeculationError(f"clock must be one of {CLOCKS}, got {clock!r}.")
+    now = time.perf_counter if clock == "wall" else time.process_time
+
+    def timed(tokens: int) -> float:
+        with torch.inference_mode():
+            started = now()
+            model.generate(input_ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
+            return now() - started
+
+    with draft_disabled(model):
+        timed(1 + steps)  # warm-up
+        samples = [(timed(1 + steps) - timed(1)) / steps for _ in range(repeats)]
+    return statistics.median(samples)
+
+
+# --------------------------------------------------------------------------- why outputs differ
+
+
+def argmax_flips(model: Any, prompt_ids: Any, greedy_ids: Sequence[int], draft_hidden: bool = True) -> list[dict]:
+    """Positions where one batched forward pass over prompt + greedy tokens picks a different token.
+
+    Plain greedy decoding computes each token's logits in a one-token pass;
+    verification computes several positions in one pass. The arithmetic is the
+    same, the order of bf16 roundings is not. Each flip reports the greedy token,
+    the batched pass's choice and the batched pass's logit margin between them.
+    """
+    import torch
+
+    generated = torch.tensor([list(greedy_ids)], dtype=prompt_ids.dtype, device=prompt_ids.device)
+    sequence = torch.cat([prompt_ids, generated], dim=1)
+    with torch.inference_mode(), (draft_disabled(model) if draft_hidden else _nothing()):
+        logits = model(sequence).logits[0].float()
+    start = prompt_ids.shape[1] - 1
+    flips = []
+    for offset, token in enumerate(greedy_ids):
+        row = logits[start + offset]
+        chosen = int(row.argmax())
+        if chosen != token:
+            flips.append({"position": offset, "greedy token": int(token), "batched choice": chosen,
+                          "logit margin": round(float(row[chosen] - row[token]), 4)})
+    return flips
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def seconds_per_token_by_threads(model: Any, input_ids: Any, thread_counts: Sequence[int], *,
+                                 max_new_tokens: int, repeats: int = 3) -> dict[int, list[float]]:
+    """Plain greedy seconds per token at each torch thread count (all repeats); restores the thread count."""
+    import torch
+
+    original = torch.get_num_threads()
+    timings: dict[int, list[float]] = {threads: [] for threads in thread_counts}
+    try:
+        for threads in thread_counts:
+            set_threads(threads)
+            generate_greedy(model, input_ids, max_new_tokens=max_new_tokens, speculative=False)  # warm-up
+        for _ in range(repeats):
+            for threads in thread_counts:  # interleaved: a busy neighbour slows every count alike
+                set_threads(threads)
+                run = generate_greedy(model, input_ids, max_new_tokens=max_new_tokens, speculative=False)
+                timings[threads].append(run.seconds_per_token)
+    finally:
+        torch.set_num_threads(original)
+    return timings
+
+
+# --------------------------------------------------------------------------- peak memory (fresh process)
+
+
+def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", max_new_tokens: int = 32,
+                     threads: int = 1) -> dict:
+    """Peak resident memory of a fresh process that loads the model and generates once (`load_and_generate`).
+
+    Measured by `utils.system.peak_memory` (VmHWM of the child itself).
+    """
+    from utils.system.peak_memory import measure_in_fresh_process
+
+    return measure_in_fresh_process("utils.selfspec.ipex_self_speculation:load_and_generate", {
+        "view": str(view), "speculative": speculative, "device": device, "max_new_tokens": max_new_tokens,
+        "threads": threads})
+
+
+def weight_bytes(module: Any, exclude_prefix: str = "draft_model.") -> int:
+    """Bytes of a module's parameters (shared tensors once), leaving out the attached draft."""
+    seen, total = set(), 0
+    for name, parameter in module.named_parameters():
+        if name.startswith(exclude_prefix) or parameter.data_ptr() in seen:
+            continue
+        seen.add(parameter.data_ptr())
+        total += parameter.data.nbytes
+    return total
+
+
+def streamed_weight_bytes(model: Any) -> int:
+    """Weight bytes one decode step reads: all weights except an input embedding table not shared with lm_head.
+
+    A step looks up one row of the input embedding but multiplies by every
+    other weight matrix, the output projection (lm_head) included.
+    """
+    total = weight_bytes(model)
+    embedding = model.get_input_embeddings().weight
+    output = model.get_output_embeddings()
+    if output is None or output.weight.data_ptr() != embedding.data_ptr():
+        total -= embedding.data.nbytes
+    return total
+
+
+def load_and_generate(view: str, speculative: bool, device: str, max_new_tokens: int, threads: int) -> dict:
+    """Load the model (with its INT4 draft if `speculative`) and generate once: the work `measure_peak_rss` measures."""
+    from utils.system.peak_memory import current_rss_bytes
+
+    set_threads(threads)
+    model, tokenizer = load_self_speculative(view, article_recipe(device), speculative)
+    after_load = current_rss_bytes()
+    ids = encode_chat(tokenizer, "Write a short story about a lighthouse keeper.")
+    generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=speculative)
+    return {
+        "speculative": speculative,
+        "rss_after_load_mb": after_load / 1e6,
+        "rss_after_generate_mb": current_rss_bytes() / 1e6,
+        "main_weights_mb": weight_bytes(model) / 1e6,
+        "draft_weights_mb": weight_bytes(model.draft_model) / 1e6 if speculative else 0.0,
+    }

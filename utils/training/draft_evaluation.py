@@ -1,0 +1,109 @@
+"""Stage 4 of training a draft: measuring the trained draft next to its main model.
+
+Order of use: after `utils.training.draft_export.prepare_exported_draft`,
+`measure_draft_step_times` times the main model and one or more drafts
+interleaved (for the cost ratio c), `measure_speculation` runs plain against
+speculative decoding with the draft for each K (the measured speed-up and the
+acceptance a), and `speedup_verdicts` says in words what the speed-ups mean
+next to the formula (`utils.tuning.autotune.theory_rows`). Plots are in
+`utils.display.training_plots`. Heavy imports are done inside functions.
+
+Used in notebook sections: 06 §5 §6 §7.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from utils.training.draft_settings import DraftTrainingError
+
+
+def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: str = "CPU",
+                             token_counts: Sequence[int] = (1,), context_tokens: int = 128, repeats: int = 15,
+                             precision: str = "f32") -> tuple[list[Any], dict[str, Any]]:
+    """Main-model step times for `token_counts` and each draft's one-token step, all interleaved.
+
+    Like `utils.decoding.step_timing.measure_pair_step_times`, with several drafts
+    timed in the same rounds, so that their cost ratios (draft step / main
+    one-token step) see the same background load and can be compared.
+    Returns (main StepTimes, {name: draft StepTime}).
+    """
+    from utils.decoding.step_timing import StepTimer, step_times_from_samples, time_interleaved
+
+    counts = sorted(set(int(count) for count in token_counts) | {1})
+    main = StepTimer(main_dir, device, precision, context_tokens, max(counts))
+    timers = [(main, counts)] + [(StepTimer(folder, device, precision, context_tokens, 1), [1])
+                                 for folder in drafts.values()]
+    samples = time_interleaved(timers, repeats, warmup=2, progress=None)
+    draft_steps = {name: step_times_from_samples(timer, timer_samples)[0]
+                   for name, (timer, _), timer_samples in zip(drafts, timers[1:], samples[1:], strict=True)}
+    return step_times_from_samples(main, samples[0]), draft_steps
+
+
+def speedup_verdicts(theory: Sequence[dict], tolerance: float = 0.02, noise: float = 0.15) -> list[str]:
+    """One sentence per K saying what the measured speed-up means, and whether the formula backs it.
+
+    theory: rows of `utils.tuning.autotune.theory_rows` ("K", "measured", "a_K",
+    "with_verification_cost"). A measurement more than `noise` away from the
+    prediction is flagged: with so few, short runs on a busy machine, timing
+    noise is the likelier explanation than a draft beating its own arithmetic.
+    """
+    sentences = []
+    for row in theory:
+        measured, predicted = row["measured"], row["with_verification_cost"]
+        if measured > 1 + tolerance:
+            meaning = "faster than plain decoding"
+        elif measured < 1 - tolerance:
+            meaning = "slower than plain decoding"
+        else:
+            meaning = "no measurable difference"
+        sentence = (f"K={row['K']}: measured {measured:.2f}x ({meaning}); the formula predicts {predicted:.2f}x "
+                    f"from a = {row['a_K']:.2f} and the measured step times")
+        if abs(measured / predicted - 1) > noise:
+            sentence += (" - a gap this large is timing noise, not the draft: raise REPEATS or measure on a quiet "
+                         "machine before trusting the measured figure")
+        sentences.append(sentence + ".")
+    return sentences
+
+
+def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any], draft_lengths: Sequence[int],
+                        device: str = "CPU", max_new_tokens: int = 64, repeats: int = 2, precision: str = "f32",
+                        progress: Callable[[str], None] | None = None) -> tuple[list[dict], list]:
+    """Plain vs speculative decoding with the draft for each K, on the same prompts, interleaved.
+
+    Returns one row per K - the measured speed-up over the prompts whose token
+    counts matched plain decoding ("speedup"), the per-token acceptance `a`
+    explaining its tokens per main pass ("per_token_acceptance"), the acceptance
+    rate from GenAI's counters (both pooled over prompts, `utils.decoding.decoding_metrics`),
+    and how many prompts gave output identical to plain decoding - in the shape `utils.tuning.autotune.theory_rows` takes ("value" = K),
+    and the compared records.
+    """
+    from utils.decoding.decoding_metrics import per_token_acceptance as per_token_acceptance_for
+    from utils.decoding.generation import DecodingSettings, compare_with_plain, measure_side_by_side
+    from utils.decoding.generation_reports import summarise
+    from utils.decoding.pipelines import load_pipeline
+
+    if not draft_lengths or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in draft_lengths):
+        raise DraftTrainingError(f"Draft lengths K must be integers >= 1, got {list(draft_lengths)}.")
+    plain = load_pipeline("plain", main_dir, device, precision=precision)
+    speculative = load_pipeline("speculative", main_dir, device, draft_dir=draft_dir, precision=precision)
+    candidates = [(plain, DecodingSettings("plain", max_new_tokens=max_new_tokens))]
+    candidates += [(speculative, DecodingSettings("speculative", num_assistant_tokens=k,
+                                                  max_new_tokens=max_new_tokens)) for k in draft_lengths]
+    records = compare_with_plain(measure_side_by_side(candidates, prompts, warmup=1, repeats=repeats,
+                                                      progress=progress))
+    summary = {row["setting"]: row for row in summarise(records)}
+    rows = []
+    for k in draft_lengths:
+        label = f"K={k}"
+        group = [record for record in records if record.mode == "speculative" and record.setting == label]
+        rows.append({
+            "value": k, "K": k, "speedup": summary[label]["speedup_vs_plain"],
+            "per_token_acceptance": per_token_acceptance_for(summary[label]["tokens_per_pass"], k),
+            "genai_acceptance_rate": summary[label]["acceptance_rate"],
+            "tokens_per_pass": summary[label]["tokens_per_pass"],
+            "identical_prompts": summary[label]["identical_prompts"], "prompts": len(group),
+            "comparable_prompts": summary[label]["comparable_prompts"],
+        })
+    return rows, records

@@ -1,0 +1,83 @@
+"""Stage 3 of training a draft: export it to OpenVINO, then trim its output layer to the tokens it was trained on.
+
+Order of use: after `utils.training.draft_train.prepare_trained_draft`,
+`prepare_exported_draft(settings, main)` runs `optimum-cli export openvino` on
+the trained Hugging Face draft and `trim_output_layer` on the export; both
+folders come from `utils.training.draft_settings.draft_folders`, and the trimmed one is
+the draft to use (`utils.training.draft_evaluation` measures it). Heavy imports are
+done inside functions.
+
+Used in notebook sections: 06 §4.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from utils.models.atomic_folder import COMPLETE_MARKER, atomic_folder, is_up_to_date, read_marker
+from utils.training.draft_settings import (
+    RECIPE_VERSION,
+    DraftFolders,
+    DraftTrainingError,
+    DraftTrainingSettings,
+    MainModel,
+    as_main_model,
+    draft_folders,
+    get_settings,
+    require_complete,
+)
+from utils.training.draft_train import VOCABULARY_FILE
+
+
+def trim_output_layer(source_dir: Path, destination: Path, keep_token_ids: Sequence[int], recipe: dict) -> Path:
+    """Copy an exported draft, its output layer computing only `keep_token_ids` (others get logit -1e4).
+
+    The graph edit is `utils.models.output_layer.trim_output_layer_graph`: tokens the
+    training data never used cannot be predicted well anyway, so the layer is
+    cut to the used ones and a Gather spreads their logits back over the full
+    vocabulary (the draft still speaks the main model's token ids):
+
+        logits = MatMul(hidden, E^T)  ->  Gather(Pad(MatMul(hidden, E[keep]^T), -1e4), position of each token)
+    """
+    import shutil
+
+    import openvino as ov
+
+    from utils.models.output_layer import OutputLayerError, trim_output_layer_graph
+
+    source_dir = Path(source_dir)
+    model = ov.Core().read_model(source_dir / "openvino_model.xml")
+    try:
+        trim_output_layer_graph(model, keep_token_ids)
+    except OutputLayerError as error:
+        raise DraftTrainingError(f"Cannot trim {source_dir}: {error}") from None
+    with atomic_folder(destination, recipe) as work:
+        for item in source_dir.iterdir():
+            if item.is_file() and not item.name.startswith("openvino_model.") and item.name != COMPLETE_MARKER:
+                shutil.copy2(item, work / item.name)
+        ov.save_model(model, work / "openvino_model.xml")
+    return Path(destination)
+
+
+def prepare_exported_draft(settings: DraftTrainingSettings | str, main: MainModel | str,
+                           force: bool = False) -> DraftFolders:
+    """Export (or reuse) the trained draft with `optimum-cli export openvino`, then trim its output layer."""
+    from utils.models.optimum_export import export_recipe, export_with_optimum
+
+    settings = get_settings(settings)
+    folders = draft_folders(settings, as_main_model(main))
+    require_complete(folders.hf, "trained draft", "train it first with utils.training.draft_train.prepare_trained_draft")
+    recipe = export_recipe(RECIPE_VERSION, (read_marker(folders.hf) or {}).get("recipe"), settings.draft_weight_format)
+    if not force and is_up_to_date(folders.openvino, recipe):
+        print(f"Reusing the exported draft in {folders.openvino}")
+    else:
+        export_with_optimum(str(folders.hf), folders.openvino, settings.draft_weight_format, recipe,
+                            local_folder=True)
+    trim_recipe = {"trimmed_from": recipe, "stage": "trim"}
+    if not force and is_up_to_date(folders.trimmed, trim_recipe):
+        print(f"Reusing the trimmed draft in {folders.trimmed}")
+    else:
+        keep = json.loads((folders.hf / VOCABULARY_FILE).read_text(encoding="utf-8"))
+        trim_output_layer(folders.openvino, folders.trimmed, keep, trim_recipe)
+    return folders

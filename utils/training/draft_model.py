@@ -1,0 +1,203 @@
+"""Stage 2a of training a draft: the draft model itself, a small Llama that speaks the main model's tokens.
+
+The draft keeps the main's tokenizer, vocabulary, special tokens and rope
+settings (`draft_config`), and starts from the main's embeddings projected
+onto their strongest directions (`projected_embeddings`). Training uses only
+the tokens the data contains (`VocabularySubset`: a *compact* draft whose
+softmax runs over those, `build_draft`); afterwards the trained rows go back
+to their token ids (`expand_vocabulary`). `size_rows` compares its size with
+the main's. Order of use: this module builds the draft that
+`utils.training.draft_train` trains. Heavy imports (torch, transformers) are done inside functions.
+
+Used in notebook sections: 06 §2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from utils.training.draft_settings import DraftTrainingError, DraftTrainingSettings, MainModel
+
+if TYPE_CHECKING:
+    from utils.training.draft_data import TrainingData
+
+
+def projected_embeddings(main_embeddings: Any, hidden_size: int) -> Any:
+    """The main's embedding matrix [vocab, d] projected onto its `hidden_size` main directions [vocab, hidden].
+
+    The projection keeps the top right-singular vectors of the matrix, so dot
+    products between rows (what a tied output layer computes) are preserved as
+    well as a `hidden_size`-wide matrix can. With hidden_size == d it is a copy.
+    """
+    import torch
+
+    embeddings = main_embeddings.detach().float()
+    width = embeddings.shape[1]
+    if hidden_size > width:
+        raise DraftTrainingError(f"A draft wider than its main model ({hidden_size} > {width}) cannot be "
+                                 "initialised by projection; choose hidden_size <= the main's.")
+    if hidden_size == width:
+        return embeddings.clone()
+    _, vectors = torch.linalg.eigh(embeddings.T @ embeddings)  # ascending eigenvalues
+    projection = vectors[:, -hidden_size:].flip(-1)  # [d, hidden], strongest direction first
+    return embeddings @ projection
+
+
+@dataclass
+class VocabularySubset:
+    """The tokens the training data uses; the draft trains with a softmax over these only.
+
+    `global_ids` (sorted) maps local index -> token id; `local_index` maps token
+    id -> local index, or -1 for tokens outside the subset.
+    """
+
+    global_ids: Any  # int64 tensor [subset]
+    local_index: Any  # int64 tensor [vocab]
+
+    @classmethod
+    def from_token_ids(cls, token_ids: Any, vocab_size: int) -> VocabularySubset:
+        import torch
+
+        ids = torch.unique(torch.as_tensor(token_ids, dtype=torch.int64).flatten())
+        if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+            raise DraftTrainingError(f"Token ids must lie in [0, {vocab_size}); got {ids.min()}..{ids.max()}.")
+        local = torch.full((vocab_size,), -1, dtype=torch.int64)
+        local[ids] = torch.arange(ids.numel())
+        return cls(ids, local)
+
+    @classmethod
+    def full(cls, vocab_size: int) -> VocabularySubset:
+        import torch
+
+        return cls.from_token_ids(torch.arange(vocab_size), vocab_size)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.local_index.numel())
+
+    def __len__(self) -> int:
+        return int(self.global_ids.numel())
+
+    def to_local(self, token_ids: Any) -> Any:
+        """Local indices of token ids that must all be in the subset."""
+        local = self.local_index[token_ids]
+        if (local < 0).any():
+            raise DraftTrainingError("A token outside the vocabulary subset was asked for.")
+        return local
+
+    def to_local_or_missing(self, token_ids: Any) -> Any:
+        """Local indices, -1 where a token is outside the subset."""
+        return self.local_index[token_ids]
+
+    def to_global(self, local_ids: Any) -> Any:
+        return self.global_ids[local_ids]
+
+
+def data_vocabulary(data: TrainingData, vocab_size: int, restrict: bool = True) -> VocabularySubset:
+    """Every token that occurs in the samples (or the whole vocabulary if `restrict` is False)."""
+    import torch
+
+    if not restrict:
+        return VocabularySubset.full(vocab_size)
+    return VocabularySubset.from_token_ids(torch.cat([torch.as_tensor(s.token_ids) for s in data.samples]),
+                                           vocab_size)
+
+
+def draft_config(main_config: Any, settings: DraftTrainingSettings, vocab_size: int | None = None) -> Any:
+    """A Llama config for the draft: the main's vocabulary, special tokens and rope, the draft's own size."""
+    from transformers import LlamaConfig
+
+    rope = getattr(main_config, "rope_parameters", None) or {"rope_type": "default", "rope_theta": 100000.0}
+    # transformers 5 declares the config's fields under @strict, which mypy does not see as __init__ arguments
+    return LlamaConfig(  # type: ignore[call-arg]
+        vocab_size=vocab_size or main_config.vocab_size, hidden_size=settings.hidden_size,
+        intermediate_size=settings.intermediate_size, num_hidden_layers=settings.layers,
+        num_attention_heads=settings.attention_heads, num_key_value_heads=settings.key_value_heads,
+        head_dim=settings.hidden_size // settings.attention_heads,
+        max_position_embeddings=min(int(main_config.max_position_embeddings), 2048),
+        rms_norm_eps=main_config.rms_norm_eps, rope_parameters=dict(rope), tie_word_embeddings=True,
+        bos_token_id=main_config.bos_token_id, eos_token_id=main_config.eos_token_id,
+        pad_token_id=main_config.pad_token_id, hidden_act="silu", attention_bias=False, mlp_bias=False,
+    )
+
+
+def build_draft(main_config: Any, initial_embeddings: Any, settings: DraftTrainingSettings,
+                subset: VocabularySubset | None = None) -> Any:
+    """A new Llama draft whose tied embeddings start from `initial_embeddings` (rows of `subset` only, if given).
+
+    With a subset the draft is *compact*: its vocabulary is the subset, its
+    token ids are the subset's local indices (see `expand_vocabulary`).
+    """
+    import torch
+    from transformers import LlamaForCausalLM
+
+    if initial_embeddings.shape[1] != settings.hidden_size:
+        raise DraftTrainingError(f"Initial embeddings are {initial_embeddings.shape[1]} wide, the draft "
+                                 f"{settings.hidden_size}.")
+    rows = initial_embeddings if subset is None else initial_embeddings[subset.global_ids]
+    torch.manual_seed(settings.seed)
+    draft = LlamaForCausalLM(draft_config(main_config, settings, vocab_size=rows.shape[0]))
+    with torch.no_grad():
+        # torch types a module's attribute as Tensor | Module, so .copy_ on .weight looks uncallable
+        draft.get_input_embeddings().weight.copy_(rows)  # type: ignore[operator]
+        draft.model.norm.weight.fill_(settings.final_norm_init)
+    draft.tie_weights()
+    output_weights, input_weights = draft.get_output_embeddings().weight, draft.get_input_embeddings().weight
+    if output_weights.data_ptr() != input_weights.data_ptr():  # type: ignore[operator]  # as above: Tensor | Module
+        raise DraftTrainingError("The draft's output layer is not tied to its embeddings.")
+    return draft
+
+
+def expand_vocabulary(compact: Any, subset: VocabularySubset, initial_embeddings: Any, main_config: Any,
+                      settings: DraftTrainingSettings) -> Any:
+    """The compact draft as a full-vocabulary model: trained rows go back to their token ids.
+
+    Tokens the data never used keep their initial (projected) embedding,
+    scaled by `settings.unused_token_scale` so that they rarely win the draft's argmax.
+    """
+    from transformers import LlamaForCausalLM
+
+    full = LlamaForCausalLM(draft_config(main_config, settings, vocab_size=subset.vocab_size))
+    state = {key: value for key, value in compact.state_dict().items() if "embed_tokens" not in key
+             and "lm_head" not in key}
+    embeddings = initial_embeddings.detach().clone() * settings.unused_token_scale
+    embeddings[subset.global_ids] = compact.get_input_embeddings().weight.detach()
+    state["model.embed_tokens.weight"] = embeddings
+    missing, unexpected = full.load_state_dict(state, strict=False)
+    if unexpected or any("embed_tokens" not in key and "lm_head" not in key for key in missing):
+        raise DraftTrainingError(f"Expanding the draft lost weights: missing {missing}, unexpected {unexpected}.")
+    full.tie_weights()
+    full.eval()
+    return full
+
+
+def parameter_count(model: Any) -> int:
+    """Number of distinct weights (tied matrices counted once)."""
+    seen, total = set(), 0
+    for parameter in model.parameters():
+        if parameter.data_ptr() not in seen:
+            seen.add(parameter.data_ptr())
+            total += parameter.numel()
+    return total
+
+
+def size_rows(settings: DraftTrainingSettings, main: MainModel) -> list[dict]:
+    """Weights of the draft and of the main model, by part (computed from the configs, nothing is trained)."""
+    from transformers import AutoConfig
+
+    main_config = AutoConfig.from_pretrained(str(main.hf))
+
+    def parts(config: Any) -> dict:
+        hidden, inner, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or hidden // heads
+        attention = hidden * head_dim * (2 * heads + 2 * config.num_key_value_heads)
+        per_layer = attention + 3 * hidden * inner + 2 * hidden
+        return {"hidden size": hidden, "layers": config.num_hidden_layers,
+                "embeddings (= output layer)": config.vocab_size * hidden,
+                "all layers": per_layer * config.num_hidden_layers,
+                "total": config.vocab_size * hidden + per_layer * config.num_hidden_layers + hidden}
+
+    rows = [{"model": f"main ({main.label})", **parts(main_config)},
+            {"model": f"draft ({settings.name})", **parts(draft_config(main_config, settings))}]
+    rows[1]["share of main"] = rows[1]["total"] / rows[0]["total"]
+    return rows

@@ -1,0 +1,439 @@
+"""Pick the number of draft tokens K (or a confidence threshold) for a pair, within a time budget.
+
+The search, for K:
+
+1. Measure one probe value (K=3 by default) on the sample prompts. Its tokens
+   per verification pass give the per-token acceptance a (Leviathan et al.).
+2. Predict the speed-up of every other K from a, the measured draft and main
+   step times and (if given) the measured cost of verifying K+1 tokens at
+   once (`utils.decoding.step_timing`). Predictions are calibrated by the ratio
+   measured/predicted of the nearest measured K, which absorbs fixed per-step
+   overheads the formula ignores.
+3. Measure next the most promising K among (a) the unmeasured neighbours of
+   the probe and of every K measured within `prune_margin` of the best so far
+   (a local search, which protects against a wrong model) and (b) every K
+   whose calibrated prediction comes within `prune_margin` of the best
+   measured speed-up. Everything else is pruned: never measured.
+4. Stop when nothing is left to try or the next measurement would overrun
+   the time budget; return the best measured value.
+
+For a threshold there is no closed-form model, so only the local search runs.
+
+`autotune` takes any measuring function (value -> `Trial`), so tests can run
+it on synthetic speed-up curves; `autotune_pair` wires it to real
+measurements through `utils.tuning.sweeps`.
+
+Used in notebook sections: 05 Parameters Exercises; 06 §5 §6.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from utils.decoding.decoding_metrics import cost_ratio, per_token_acceptance, verification_cost
+from utils.decoding.speedup_model import predicted_speedup_with_step_times
+
+K_KNOB = "num_assistant_tokens"
+THRESHOLD_KNOB = "assistant_confidence_threshold"
+KNOBS = (K_KNOB, THRESHOLD_KNOB)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured setting: its speed-up over plain decoding on the sample prompts.
+
+    tokens_per_pass: mean tokens per verification pass (K only), from which the
+    per-token acceptance is estimated. seconds: how long the measurement took.
+    """
+
+    value: Any
+    speedup: float
+    tokens_per_pass: float | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class MeasuredStepTimes:
+    """Measured step times: draft one-token step, and main step as a function of tokens processed.
+
+    main_step_ms(n) is the time of one main-model pass over n tokens; plain
+    decoding runs n=1, verifying K proposals runs n=K+1. With a flat
+    main_step_ms this is exactly Leviathan's model with c = draft / main(1).
+    """
+
+    draft_step_ms: float
+    main_step_ms: Callable[[int], float]
+
+    @property
+    def cost_ratio(self) -> float:
+        """Leviathan's c (`utils.decoding.decoding_metrics.cost_ratio`): draft step over the main model's one-token step."""
+        return cost_ratio(self.draft_step_ms, self.main_step_ms(1))
+
+    def verify_over_plain_step(self, k: int) -> float:
+        """Main step over K + 1 tokens relative to its one-token step (`utils.decoding.decoding_metrics.verification_cost`)."""
+        return verification_cost(self.main_step_ms(k + 1), self.main_step_ms(1))
+
+    def predicted_speedup(self, acceptance: float, k: int) -> float:
+        """Expected tokens per pass x plain step time / (K draft steps + one main step over K+1 tokens)."""
+        return predicted_speedup_with_step_times(acceptance, k, self.draft_step_ms, self.main_step_ms(1),
+                                                 self.main_step_ms(k + 1))
+
+
+@dataclass
+class TuneResult:
+    """What the tuner measured, predicted, pruned and picked."""
+
+    knob: str
+    candidates: list
+    best_value: Any
+    best_speedup: float
+    trials: list[Trial]
+    predictions: dict = field(default_factory=dict)  # value -> calibrated prediction when the search ended
+    acceptance: float | None = None  # per-token acceptance estimated from the trials (K only)
+    budget_seconds: float = 0.0
+    spent_seconds: float = 0.0
+    stopped_because: str = ""
+
+    @property
+    def measured_values(self) -> list:
+        return [trial.value for trial in self.trials]
+
+    @property
+    def pruned(self) -> list:
+        """Candidates the tuner never measured (pruned by the model or the local search, or cut by the budget)."""
+        measured = set(self.measured_values)
+        return [value for value in self.candidates if value not in measured]
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["predictions"] = [[value, prediction] for value, prediction in self.predictions.items()]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TuneResult:
+        data = dict(data)
+        data["trials"] = [Trial(**trial) for trial in data["trials"]]
+        data["predictions"] = {value: prediction for value, prediction in data["predictions"]}
+        return cls(**data)
+
+
+def _check_candidates(knob: str, candidates: Sequence) -> list:
+    if knob not in KNOBS:
+        raise ValueError(f"knob must be one of {KNOBS}, got '{knob}'.")
+    values = sorted(set(candidates))
+    if not values:
+        raise ValueError("The tuner needs at least one candidate value.")
+    if knob == K_KNOB and any(isinstance(value, bool) or not isinstance(value, int) or value < 1 for value in values):
+        raise ValueError(f"K candidates must be integers >= 1, got {list(candidates)}.")
+    if knob == THRESHOLD_KNOB and any(not 0.0 < float(value) < 1.0 for value in values):
+        raise ValueError(f"Threshold candidates must lie strictly between 0 and 1, got {list(candidates)}.")
+    return values
+
+
+def estimate_acceptance(trials: Sequence[Trial]) -> float | None:
+    """Per-token acceptance explaining the trials' tokens per pass (mean over trials, K only)."""
+    estimates = []
+    for trial in trials:
+        if trial.tokens_per_pass is None:
+            continue
+        estimates.append(per_token_acceptance(trial.tokens_per_pass, int(trial.value)))
+    return sum(estimates) / len(estimates) if estimates else None
+
+
+def calibrated_predictions(candidates: Sequence[int], trials: Sequence[Trial],
+                           cost_model: MeasuredStepTimes) -> tuple[dict, float | None]:
+    """Prediction for every candidate K, scaled by measured/predicted at the nearest measured K."""
+    acceptance = estimate_acceptance(trials)
+    if acceptance is None:
+        return {}, None
+    raw = {k: cost_model.predicted_speedup(acceptance, k) for k in candidates}
+    ratios = {trial.value: trial.speedup / raw[trial.value] for trial in trials if raw.get(trial.value)}
+    predictions = {}
+    for k in candidates:
+        nearest = min(ratios, key=lambda measured: (abs(measured - k), measured))
+        predictions[k] = raw[k] * ratios[nearest]
+    return predictions, acceptance
+
+
+def autotune(
+    measure: Callable[[Any], Trial],
+    candidates: Sequence,
+    *,
+    knob: str = K_KNOB,
+    cost_model: MeasuredStepTimes | None = None,
+    start: Any = None,
+    budget_seconds: float = 120.0,
+    prune_margin: float = 0.05,
+    clock: Callable[[], float] = time.monotonic,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> TuneResult:
+    """Search `candidates` for the value with the highest measured speed-up (see the module docstring).
+
+    measure(value) -> Trial runs the sample prompts at that value. The first
+    trial always runs; later ones only if the mean trial time so far (from
+    `Trial.seconds`, else the clock) still fits in what is left of
+    `budget_seconds`. cost_model is used for K only.
+    """
+    values = _check_candidates(knob, candidates)
+    if budget_seconds <= 0:
+        raise ValueError(f"budget_seconds must be > 0, got {budget_seconds}.")
+    if start is None:
+        start = 3 if knob == K_KNOB and 3 in values else values[len(values) // 2]
+    if start not in values:
+        raise ValueError(f"start value {start} is not among the candidates {values}.")
+    use_model = knob == K_KNOB and cost_model is not None
+    began = clock()
+    trials: list[Trial] = []
+    measured: dict[Any, Trial] = {}
+
+    def run(value: Any) -> None:
+        trial = measure(value)
+        trials.append(trial)
+        measured[value] = trial
+        if on_trial is not None:
+            on_trial(trial)
+
+    run(start)
+    predictions: dict = {}
+    acceptance = None
+    stopped = "every promising value was measured"
+    while True:
+        best = max(trials, key=lambda trial: trial.speedup)
+        if use_model and cost_model is not None:  # use_model implies a cost model; this tells mypy
+            predictions, acceptance = calibrated_predictions(values, trials, cost_model)
+        index = values.index(best.value)
+        # Local search around the start and around every measured value close to the best.
+        centres = [start] + [trial.value for trial in trials if trial.speedup >= best.speedup * (1.0 - prune_margin)]
+        neighbours = [values[i] for centre in centres for i in (values.index(centre) - 1, values.index(centre) + 1)
+                      if 0 <= i < len(values) and values[i] not in measured]
+        promising = [value for value, predicted in predictions.items()
+                     if value not in measured and predicted >= best.speedup * (1.0 - prune_margin)]
+        options = list(dict.fromkeys(neighbours + promising))
+        if not options:
+            break
+        spent = clock() - began
+        timed = [trial.seconds for trial in trials if trial.seconds > 0]
+        per_trial = sum(timed) / len(timed) if len(timed) == len(trials) else spent / len(trials)
+        if spent + per_trial > budget_seconds:
+            stopped = "time budget"
+            break
+        # Most promising first; without a model, the neighbour on the side that improved first.
+        options.sort(key=lambda value: (-predictions.get(value, best.speedup), abs(values.index(value) - index), value))
+        run(options[0])
+    best = max(trials, key=lambda trial: (trial.speedup, -values.index(trial.value)))
+    return TuneResult(knob=knob, candidates=values, best_value=best.value, best_speedup=best.speedup,
+                      trials=trials, predictions=predictions, acceptance=acceptance, budget_seconds=budget_seconds,
+                      spent_seconds=clock() - began, stopped_because=stopped)
+
+
+def within_tolerance(pick_speedup: float, best_speedup: float, tolerance: float = 0.05) -> bool:
+    """True if the pick's speed-up is at least (1 - tolerance) of the best one."""
+    return pick_speedup >= (1.0 - tolerance) * best_speedup
+
+
+# --------------------------------------------------------------------------- real measurements
+
+
+def autotune_pair(
+    pair: Any,
+    prompts: Sequence,
+    candidates: Sequence,
+    *,
+    knob: str = K_KNOB,
+    device: str = "CPU",
+    budget_seconds: float = 120.0,
+    max_new_tokens: int = 32,
+    repeats: int = 2,
+    pipeline: Any = None,
+    prune_margin: float = 0.05,
+    cost_model: MeasuredStepTimes | None = None,
+    cache: Any = None,
+    progress: bool = True,
+) -> TuneResult:
+    """Tune K or the threshold for `pair` on `device` with the sample `prompts`, within `budget_seconds`.
+
+    The budget covers everything: timing the draft and main steps for the
+    model (skipped if `cost_model` is given, e.g. from
+    `utils.decoding.step_timing` measurements made earlier), loading and warming
+    up the pipelines, and the trials, each of which measures the setting
+    against plain decoding on the sample prompts, interleaved
+    (`utils.tuning.sweeps.measure_point`). The tuner's own measurements are not
+    shared with sweeps; only its final result is cached (in `cache`, a
+    `utils.tuning.result_cache.ResultCache`), so a notebook re-run does not spend the
+    budget again.
+    """
+    from utils.decoding.prompts import as_prompt
+    from utils.decoding.step_timing import measure_pair_step_times, step_time_lookup
+    from utils.tuning.pipeline_pool import PipelinePool, PipelineSpec
+    from utils.tuning.result_cache import ResultCache
+    from utils.tuning.sweeps import check_pair_ready, k_points, measure_point, point_cache_key, threshold_points
+
+    values = _check_candidates(knob, candidates)
+    prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
+    pipeline = pipeline if pipeline is not None else PipelineSpec()
+    make_points = k_points if knob == K_KNOB else threshold_points
+    check_pair_ready(pair, make_points(values[:1], max_new_tokens, pipeline))
+    cache = cache if cache is not None else ResultCache()
+    key = {
+        "kind": "autotune",
+        "knob": knob,
+        "candidates": values,
+        "budget_seconds": budget_seconds,
+        "prune_margin": prune_margin,
+        "cost_model": None if cost_model is None else [cost_model.draft_step_ms,
+                                                       [cost_model.main_step_ms(n) for n in range(1, max(values) + 2)]]
+        if knob == K_KNOB else None,
+        **{name: value for name, value in point_cache_key(pair, device, make_points(values[:1], max_new_tokens,
+                                                                                     pipeline)[0],
+                                                         prompt_list, 1, repeats).items() if name != "kind"},
+    }
+    stored = cache.get(key)
+    if stored is not None:
+        return TuneResult.from_dict(stored)
+
+    started = time.monotonic()
+    if knob == K_KNOB and cost_model is None:
+        main_steps, draft_step = measure_pair_step_times(
+            pair.main.path, pipeline.draft_spec(pair).path, device, token_counts=range(1, max(values) + 2),
+            context_tokens=64, repeats=3, main_precision=pipeline.main_precision,
+            draft_precision=pipeline.draft_precision or pipeline.main_precision, warmup=1)
+        cost_model = MeasuredStepTimes(draft_step.median_ms, step_time_lookup(main_steps))
+    pool = PipelinePool(pair, device)
+    # Load both pipelines and warm them up once (inside the budget, outside the per-trial times).
+    measure_point(pool, make_points([values[0]], max_new_tokens, pipeline)[0], prompt_list[:1], warmup=1, repeats=1)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(values), desc=f"auto-tune {knob}")
+
+    def measure(value: Any) -> Trial:
+        from utils.tuning.sweeps import summarise_records
+
+        began = time.monotonic()
+        point = make_points([value], max_new_tokens, pipeline)[0]
+        records = measure_point(pool, point, prompt_list, warmup=0, repeats=repeats)
+        summary = summarise_records([record for record in records if record.mode != "plain"],
+                                    value if knob == K_KNOB else None)
+        if summary["speedup"] is None:
+            raise RuntimeError(f"No comparable prompt at {knob}={value}: token counts differed from plain decoding.")
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{knob}={value}: {summary['speedup']:.2f}x")
+        return Trial(value, summary["speedup"], summary["tokens_per_pass"], time.monotonic() - began)
+
+    remaining = budget_seconds - (time.monotonic() - started)
+    result = autotune(measure, values, knob=knob, cost_model=cost_model, budget_seconds=max(remaining, 1e-6),
+                      prune_margin=prune_margin)
+    result.budget_seconds = budget_seconds
+    result.spent_seconds = time.monotonic() - started
+    if bar is not None:
+        bar.close()
+    pool.release()
+    cache.put(key, result.as_dict())
+    return result
+
+
+# --------------------------------------------------------------------------- theory and recommendations
+
+
+def theory_rows(k_rows: Sequence[dict], cost_model: MeasuredStepTimes) -> list[dict]:
+    """Measured speed-up per K next to what the theory predicts from that run's own acceptance.
+
+    k_rows: `SweepResult.rows()` of a K sweep (one group). For each K:
+    leviathan uses a_K (the per-token acceptance explaining that K's tokens per
+    pass) and c = draft step / plain main step; with_verification also charges
+    the measured time of verifying K+1 tokens; pooled uses one a for all K
+    (the mean of the a_K), as the formula assumes.
+    """
+    usable = [row for row in k_rows if row.get("per_token_acceptance") is not None and row.get("speedup")]
+    if not usable:
+        return []
+    pooled = sum(row["per_token_acceptance"] for row in usable) / len(usable)
+    rows = []
+    for row in sorted(usable, key=lambda row: row["value"]):
+        k, acceptance = int(row["value"]), row["per_token_acceptance"]
+        leviathan = predicted_speedup_with_step_times(acceptance, k, cost_model.cost_ratio, 1.0, 1.0)
+        with_verification = cost_model.predicted_speedup(acceptance, k)
+        rows.append({
+            "K": k,
+            "measured": row["speedup"],
+            "a_K": acceptance,
+            "leviathan": leviathan,
+            "leviathan_pooled_a": predicted_speedup_with_step_times(pooled, k, cost_model.cost_ratio, 1.0, 1.0),
+            "with_verification_cost": with_verification,
+            "verify_over_plain_step": cost_model.verify_over_plain_step(k),
+            "leviathan_error": leviathan / row["speedup"] - 1.0,
+            "with_verification_error": with_verification / row["speedup"] - 1.0,
+        })
+    return rows
+
+
+def verdict(speedup: float | None, tolerance: float = 0.05) -> str:
+    """Plain words for a measured speed-up: pays off, break-even (within tolerance) or slower."""
+    if speedup is None:
+        return "not comparable (token counts differed)"
+    if speedup >= 1.0 + tolerance:
+        return "speculation pays off"
+    if speedup > 1.0 - tolerance:
+        return f"break-even (within {tolerance:.0%}): plain decoding is simpler"
+    return "slower than plain decoding: do not speculate"
+
+
+def _value_text(knob: str, value: Any) -> str:
+    if knob == K_KNOB:
+        return f"K={value}"
+    if knob == THRESHOLD_KNOB:
+        return f"threshold={value:g}"
+    return str(value)
+
+
+def recommendation_rows(
+    k_sweep: Any,
+    threshold_sweep: Any = None,
+    draft_sweep: Any = None,
+    concurrency: Sequence[dict] | None = None,
+    tolerance: float = 0.05,
+) -> list[dict]:
+    """Recommendations derived from measured sweeps only: per task type, prompt length, draft and load.
+
+    Sweeps are `utils.tuning.sweeps.SweepResult`s; concurrency is the row list of
+    `utils.tuning.concurrency.measure_concurrency`. Each row names the best measured
+    setting, its speed-up over plain decoding (throughput ratio for load rows)
+    and a verdict.
+    """
+    rows = []
+    scopes = [("task", "task"), ("prompt length", "length"), ("all prompts", None)]
+    for scope, by in scopes:
+        best_k = k_sweep.best(by)
+        best_threshold = threshold_sweep.best(by) if threshold_sweep is not None else {}
+        for group in sorted(best_k):
+            candidates = [best_k[group]] + ([best_threshold[group]] if group in best_threshold else [])
+            winner = max(candidates, key=lambda row: row["speedup"])
+            rows.append({
+                "scope": f"{scope}: {group}" if by else scope,
+                "best K": f"K={best_k[group]['value']} ({best_k[group]['speedup']:.2f}x)",
+                "best threshold": (f"{best_threshold[group]['value']:g} ({best_threshold[group]['speedup']:.2f}x)"
+                                   if group in best_threshold else "-"),
+                "recommended": _value_text(winner["knob"], winner["value"]),
+                "speed-up": winner["speedup"],
+                "outputs identical": winner["identical"],
+                "verdict": verdict(winner["speedup"], tolerance),
+            })
+    if draft_sweep is not None:
+        for _, best in draft_sweep.best(None).items():
+            rows.append({"scope": "draft model and precision", "best K": "-", "best threshold": "-",
+                         "recommended": str(best["value"]), "speed-up": best["speedup"],
+                         "outputs identical": best["identical"], "verdict": verdict(best["speedup"], tolerance)})
+    if concurrency:
+        by_level = {(row["concurrency"], row["mode"]): row for row in concurrency}
+        for level in sorted({row["concurrency"] for row in concurrency}):
+            speculative = by_level[(level, "speculative")]
+            ratio = speculative["throughput_vs_plain"]
+            rows.append({"scope": f"load: {level} request(s) at once", "best K": "-", "best threshold": "-",
+                         "recommended": "speculative" if ratio >= 1.0 else "plain",
+                         "speed-up": ratio, "outputs identical": speculative["identical_to_plain"],
+                         "verdict": verdict(ratio, tolerance)})
+    return rows

@@ -1,0 +1,94 @@
+"""Peak resident memory of a pipeline (scheduler cache settings, plain vs speculative), one fresh process each.
+
+Order of use (notebook 05):
+
+    specs = [PipelineSpec("plain"), PipelineSpec("speculative", cache_size_gb=1)]
+    rows = measure_memory(pair, specs, prompts, {"plain": plain_settings, "speculative": speculative_settings},
+                          cache=cache)
+    # one row per pipeline: RSS after loading, after generating, peak RSS, weight sizes on disk
+
+Each pipeline is measured by `utils.system.peak_memory.measure_in_fresh_process` (the
+project's one memory probe) running `load_and_generate` in a child process,
+because peak memory only grows. Rows are cached like sweep points
+(`utils.tuning.sweeps.point_cache_key`, kind "memory").
+
+Used in notebook sections: 05 Parameters.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from utils.decoding.generation import DecodingSettings
+from utils.decoding.prompts import Prompt, as_prompt
+from utils.models.model_catalogue import ModelPair, get_pair
+from utils.system.peak_memory import current_rss_bytes, measure_in_fresh_process
+from utils.tuning.pipeline_pool import PipelineSpec, load_spec_pipeline
+from utils.tuning.result_cache import ResultCache
+from utils.tuning.sweeps import SweepPoint, check_pair_ready, point_cache_key, progress_bar
+
+
+def load_and_generate(pair: str, spec: dict, device: str, settings: dict, texts: list[str]) -> dict:
+    """Load one pipeline and generate for all `texts` at once: the work `measure_memory` runs in a fresh process.
+
+    Returns resident memory after loading (and its virtual size) and after generating, in MB.
+    """
+    loaded = load_spec_pipeline(get_pair(pair), PipelineSpec(**spec), device)
+    after_load = current_rss_bytes()
+    import psutil
+
+    virtual_after_load = psutil.Process().memory_info().vms
+    config = DecodingSettings(**settings).generation_config(loaded.pipeline.get_generation_config())
+    loaded.pipeline.generate(texts, config)
+    return {"rss_after_load_mb": after_load / 1e6, "virtual_mb": virtual_after_load / 1e6,
+            "rss_after_generate_mb": current_rss_bytes() / 1e6}
+
+
+def measure_memory(
+    pair: ModelPair,
+    specs: Sequence[PipelineSpec],
+    prompts: Sequence[Prompt | str],
+    settings_by_mode: dict[str, DecodingSettings],
+    *,
+    device: str = "CPU",
+    cache: ResultCache | None = None,
+    progress: bool = True,
+    timeout_seconds: float = 600,
+) -> list[dict]:
+    """Peak resident memory of each pipeline, each in a fresh Python process (peak RSS only grows).
+
+    The child (`utils.system.peak_memory.measure_in_fresh_process` running
+    `load_and_generate`) loads the pipeline, generates for all `prompts` at once
+    with the settings for its mode, and reports RSS after loading, after
+    generating and its peak (VmHWM). Rows also carry the models' weight sizes on disk.
+    """
+    prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
+    check_pair_ready(pair, [SweepPoint("memory", 0, settings_by_mode[spec.mode], spec) for spec in specs])
+    cache = cache if cache is not None else ResultCache()
+    bar = progress_bar(len(specs), "memory", progress)
+    rows = []
+    for spec in specs:
+        settings = settings_by_mode[spec.mode]
+        key = {**point_cache_key(pair, device, SweepPoint("memory", spec.label, settings, spec), prompt_list, 0, 1),
+               "kind": "memory"}
+        arguments = {"pair": pair.name, "spec": asdict(spec), "device": device, "settings": asdict(settings),
+                     "texts": [prompt.text for prompt in prompt_list]}
+
+        if bar is not None:
+            bar.set_postfix_str(spec.label)
+        probe = functools.partial(measure_in_fresh_process, "utils.tuning.pipeline_memory:load_and_generate", arguments,
+                                  timeout=timeout_seconds)
+        measured, from_cache = cache.get_or_compute(key, probe)
+        draft = spec.draft_spec(pair)
+        weights = (pair.main.path / "openvino_model.bin").stat().st_size
+        draft_weights = (draft.path / "openvino_model.bin").stat().st_size if draft else 0
+        rows.append({"pipeline": spec.label, "mode": spec.mode,
+                     "cache_size_gb": spec.cache_size_gb or "dynamic",
+                     "main_weights_mb": weights / 1e6, "draft_weights_mb": draft_weights / 1e6,
+                     **measured, "from_cache": from_cache})
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return rows

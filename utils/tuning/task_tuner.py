@@ -1,0 +1,289 @@
+"""Choose, per task type, how to decode (plain, a draft with K or a threshold, or prompt lookup), then check it.
+
+The per-task tuner of notebook 05 and of the command line:
+
+    splits = split_prompts(["code", "chat", "input_grounded"])   # per task: tuning prompts, held-out prompts
+    points = candidate_points(ks=(2, 4), thresholds=(0.5,), lookup_ks=(3,), max_new_tokens=32)
+    tuning = tune_tasks(pair, splits, points, cache=ResultCache())
+    tuning.sweep.rows(by="task")          # every candidate's speed-up, acceptance, tokens per pass per task
+    choice_rows(tuning.choices); summary_line(tuning.choices)
+
+1. Every candidate is measured against plain decoding on each task's tuning
+   prompts (`utils.tuning.sweeps.run_sweep`: interleaved, after a warm-up, cached).
+2. `choose` keeps plain decoding unless a candidate whose outputs were all
+   identical to plain beat it by more than `margin` (5%): a gain smaller than
+   the noise of one run is not worth the risk of a loss.
+3. The choice is measured again, against plain, on prompts of the same task
+   it was *not* tuned on. A task that chose plain decoding runs exactly as
+   plain decoding does: its ratio is 1 by construction, nothing is measured.
+   The promise checked (and printed, not asserted: it is a timing) is that no
+   task's choice is more than `HELD_OUT_TOLERANCE` (3%) slower than plain.
+
+Run `python -m utils.tuning.task_tuner --pair qwen2.5-coder` for the benchmark form;
+heavy imports (openvino_genai) happen inside functions.
+
+Used in notebook sections: 05 §11.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from utils.decoding import decoding_metrics
+from utils.decoding.prompts import TASKS, Prompt, select_prompts
+from utils.tuning.sweeps import SweepPoint, SweepResult, k_points, prompt_lookup_points, run_sweep, threshold_points
+
+SWITCH_MARGIN = 0.05       # a candidate must beat plain by more than this on the tuning prompts to be chosen
+HELD_OUT_TOLERANCE = 0.03  # the promise: the choice is never more than 3% slower than plain on held-out prompts
+PLAIN = "plain"
+
+
+@dataclass(frozen=True)
+class TaskSplit:
+    """One task type's built-in prompts: those the tuner measures, and those its choice is checked on."""
+
+    task: str
+    tune: tuple[Prompt, ...]
+    held_out: tuple[Prompt, ...]
+
+
+def split_prompts(tasks: Sequence[str], tune_per_task: int = 1, held_out_per_task: int = 1,
+                  length: str | None = "short") -> list[TaskSplit]:
+    """Split each task's built-in prompts (of `length`) into tuning and held-out prompts, never overlapping."""
+    splits = []
+    for task in tasks:
+        if task not in TASKS:
+            raise ValueError(f"Unknown task '{task}'. Use one of: {', '.join(TASKS)}.")
+        prompts = select_prompts([task], length)
+        needed = tune_per_task + held_out_per_task
+        if tune_per_task < 1 or held_out_per_task < 1 or len(prompts) < needed:
+            raise ValueError(f"Task '{task}' has {len(prompts)} built-in {length or 'any-length'} prompt(s); "
+                             f"{tune_per_task} to tune on and {held_out_per_task} held out need {needed} "
+                             "(both at least 1). Use length=None or fewer prompts per task.")
+        splits.append(TaskSplit(task, tuple(prompts[:tune_per_task]), tuple(prompts[tune_per_task:needed])))
+    return splits
+
+
+def candidate_points(ks: Sequence[int] = (2, 4), thresholds: Sequence[float] = (), lookup_ks: Sequence[int] = (3,),
+                     max_new_tokens: int = 32) -> list[SweepPoint]:
+    """The settings the tuner may choose instead of plain decoding: draft with K, draft with a threshold,
+    prompt lookup with K."""
+    points = (k_points(ks, max_new_tokens) + threshold_points(thresholds, max_new_tokens)
+              + prompt_lookup_points(lookup_ks, max_new_tokens=max_new_tokens))
+    if not points:
+        raise ValueError("Give at least one candidate (ks, thresholds or lookup_ks): plain alone needs no tuner.")
+    return points
+
+
+def describe(point: SweepPoint | None) -> str:
+    """'plain', 'draft K=4', 'draft threshold=0.5' or 'prompt lookup K=3'."""
+    if point is None:
+        return PLAIN
+    settings = point.settings
+    if settings.mode == "prompt_lookup":
+        return f"prompt lookup K={settings.num_assistant_tokens}"
+    if settings.assistant_confidence_threshold is not None:
+        return f"draft threshold={settings.assistant_confidence_threshold:g}"
+    return f"draft K={settings.num_assistant_tokens}"
+
+
+def choose(rows: Sequence[dict], margin: float = SWITCH_MARGIN) -> dict | None:
+    """The fastest lossless row (`SweepResult.rows` of one task) if it beats plain by more than `margin`.
+
+    None means: keep plain decoding. Rows whose outputs differed from plain, or
+    whose speed-up could not be measured on every prompt, are never chosen
+    (`utils.decoding.decoding_metrics.fastest_lossless`).
+    """
+    return decoding_metrics.fastest_lossless(rows, "speedup", above=1.0 + margin)
+
+
+@dataclass
+class TaskChoice:
+    """What the tuner chose for one task type, what it measured, and the check on held-out prompts."""
+
+    task: str
+    tune_prompts: list[str]
+    held_out_prompts: list[str]
+    candidates: dict[str, float | None]   # description -> speed-up on the tuning prompts
+    label: str                           # `describe(choice)`: "plain", "draft K=4", ...
+    tune_speedup: float                  # 1.0 for plain
+    held_out_speedup: float | None       # 1.0 for plain (not measured); None if not comparable
+    held_out_identical: bool = True
+    held_out_measured: bool = False
+    choice: SweepPoint | None = None     # None = plain decoding (not stored by `as_dict`)
+
+    def as_dict(self) -> dict:
+        return {name: value for name, value in asdict(self).items() if name != "choice"}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TaskChoice:
+        return cls(**{name: value for name, value in data.items() if name != "choice"})
+
+    def never_worse(self, tolerance: float = HELD_OUT_TOLERANCE) -> bool:
+        """True if the choice, on held-out prompts, is at most `tolerance` slower than plain and lossless."""
+        return (self.held_out_speedup is not None and self.held_out_speedup >= 1.0 - tolerance
+                and self.held_out_identical)
+
+
+@dataclass
+class TaskTuning:
+    """The tuner's measurements on the tuning prompts (a sweep) and its choice per task."""
+
+    sweep: SweepResult
+    choices: list[TaskChoice]
+
+
+def tune_tasks(pair, splits: Sequence[TaskSplit], points: Sequence[SweepPoint], *, device: str = "CPU",
+               repeats: int = 1, held_out_repeats: int = 2, margin: float = SWITCH_MARGIN, cache=None, pool=None,
+               progress: bool = True) -> TaskTuning:
+    """Measure `points` on every task's tuning prompts, choose per task (`choose`), re-measure on held-out prompts.
+
+    pair: a `utils.models.model_catalogue.ModelPair`; cache: a `utils.tuning.result_cache.ResultCache`
+    (finished measurements are reused); pool: a `utils.tuning.pipeline_pool.PipelinePool` to share loaded pipelines.
+    Every measurement runs after a warm-up of each pipeline; repeats are timed runs per prompt (medians kept).
+    """
+    from utils.tuning.pipeline_pool import PipelinePool
+
+    if not splits:
+        raise ValueError("No task to tune: give at least one TaskSplit (split_prompts).")
+    # plain, draft and prompt-lookup pipelines stay loaded (and warm) for the held-out check
+    pool = pool if pool is not None else PipelinePool(pair, device, keep=3)
+    tune_prompts = [prompt for split in splits for prompt in split.tune]
+    tuned = run_sweep(pair, points, tune_prompts, name="tuner: candidates", device=device, repeats=repeats,
+                      cache=cache, pool=pool, progress=progress)
+    rows_by_task: dict[str, list[dict]] = {}
+    for row in tuned.rows(by="task"):
+        rows_by_task.setdefault(row["group"], []).append(row)
+    by_label = {(point.knob, point.value): point for point in points}
+    choices = []
+    for split in splits:
+        rows = rows_by_task.get(split.task, [])
+        best = choose(rows, margin)
+        point = by_label[(best["knob"], best["value"])] if best is not None else None
+        choices.append(TaskChoice(
+            task=split.task, tune_prompts=[p.id for p in split.tune], held_out_prompts=[p.id for p in split.held_out],
+            candidates={describe(by_label[(row["knob"], row["value"])]): row["speedup"] for row in rows},
+            label=describe(point), tune_speedup=best["speedup"] if best is not None else 1.0,
+            held_out_speedup=1.0 if point is None else None, choice=point))
+    # Held-out check: one sweep per distinct choice, on the held-out prompts of the tasks that chose it.
+    for point in dict.fromkeys(choice.choice for choice in choices if choice.choice is not None):
+        chosen_by = [choice for choice in choices if choice.choice == point]
+        held_out = [prompt for split in splits for prompt in split.held_out
+                    if split.task in {choice.task for choice in chosen_by}]
+        checked = run_sweep(pair, [point], held_out, name=f"tuner: held-out check of {describe(point)}",
+                            device=device, repeats=held_out_repeats, cache=cache, pool=pool, progress=progress)
+        for row in checked.rows(by="task"):
+            for choice in chosen_by:
+                if choice.task == row["group"]:
+                    choice.held_out_speedup = row["speedup"]
+                    choice.held_out_identical = bool(row["identical"])
+                    choice.held_out_measured = True
+    return TaskTuning(tuned, choices)
+
+
+def choice_rows(choices: Sequence[TaskChoice], tolerance: float = HELD_OUT_TOLERANCE) -> list[dict]:
+    """One row per task: the candidates' speed-ups, the choice, and its held-out check."""
+    rows = []
+    for choice in choices:
+        rows.append({
+            "task": choice.task,
+            "tuned on": ", ".join(choice.tune_prompts),
+            "candidates (speed-up)": ", ".join(f"{name} {speedup:.2f}x" if speedup is not None else f"{name} -"
+                                               for name, speedup in choice.candidates.items()),
+            "chosen": choice.label,
+            "speed-up tuned": choice.tune_speedup,
+            "held out": ", ".join(choice.held_out_prompts),
+            "speed-up held out": choice.held_out_speedup,
+            "held out measured": choice.held_out_measured,
+            "identical": choice.held_out_identical,
+            f"at most {tolerance:.0%} slower": choice.never_worse(tolerance),
+        })
+    return rows
+
+
+def worst_held_out(choices: Sequence[TaskChoice]) -> TaskChoice:
+    """The task whose choice did worst against plain on its held-out prompts (not comparable counts as worst)."""
+    if not choices:
+        raise ValueError("No choices.")
+    return min(choices, key=lambda choice: -1.0 if choice.held_out_speedup is None else choice.held_out_speedup)
+
+
+def summary_line(choices: Sequence[TaskChoice], tolerance: float = HELD_OUT_TOLERANCE) -> str:
+    """One sentence: the worst held-out ratio and whether every choice kept the promise."""
+    worst = worst_held_out(choices)
+    kept = all(choice.never_worse(tolerance) for choice in choices)
+    ratio = "not comparable" if worst.held_out_speedup is None else f"{worst.held_out_speedup:.2f}x"
+    return (f"worst held-out task: {worst.task} ({worst.label}, {ratio} of plain speed); "
+            f"every choice at most {tolerance:.0%} slower than plain and lossless: {'yes' if kept else 'no'}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.tuning.task_tuner",
+        description="Choose per task type between plain decoding, a draft (K or threshold) and prompt lookup, "
+                    "then check each choice on held-out prompts (speed figures are printed, never asserted).")
+    parser.add_argument("--pair", default="qwen2.5-coder", help="model pair from utils.models.model_catalogue")
+    parser.add_argument("--device", default="CPU")
+    parser.add_argument("--tasks", nargs="+", default=["code", "chat", "input_grounded"], choices=TASKS)
+    parser.add_argument("-k", "--ks", nargs="*", type=int, default=[2, 4], help="draft lengths to try")
+    parser.add_argument("--thresholds", nargs="*", type=float, default=[], help="confidence thresholds to try")
+    parser.add_argument("--lookup-ks", nargs="*", type=int, default=[3], help="prompt-lookup candidates to try")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs per tuning prompt")
+    parser.add_argument("--held-out-repeats", type=int, default=2, help="timed runs per held-out prompt")
+    parser.add_argument("--margin", type=float, default=SWITCH_MARGIN,
+                        help="a candidate must beat plain by more than this to be chosen")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH",
+                        help="also write the choices, the tuning measurements and the machine here")
+    return parser
+
+
+def write_tuning_json(path: Path, tuning: TaskTuning, argv: Sequence[str]) -> None:
+    """The choices, every tuning measurement's summary per task, the command and the machine, as JSON."""
+    from utils.decoding.benchmark import measurement_context
+    from utils.result_files import write_json
+
+    write_json(path, {
+        "machine": measurement_context(),
+        "command": "python -m utils.tuning.task_tuner " + " ".join(argv),
+        "choices": [choice.as_dict() for choice in tuning.choices],
+        "summary": summary_line(tuning.choices),
+        "tuning_rows": tuning.sweep.rows(by="task"),
+    }, default=str)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from utils.input_checks import InputError, check_writable_file
+    from utils.models.model_catalogue import get_pair
+    from utils.models.model_check import check_pair
+    from utils.tables import text_table
+    from utils.tuning.result_cache import ResultCache
+
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    try:
+        pair = get_pair(arguments.pair)
+        splits = split_prompts(arguments.tasks)
+        points = candidate_points(arguments.ks, arguments.thresholds, arguments.lookup_ks, arguments.max_new_tokens)
+        if arguments.json is not None:
+            check_writable_file(arguments.json, "--json")
+    except (KeyError, ValueError, InputError) as error:
+        parser.error(str(error.args[0]))
+    check_pair(pair.main.path, pair.draft.path)
+    tuning = tune_tasks(pair, splits, points, device=arguments.device, repeats=arguments.repeats,
+                        held_out_repeats=arguments.held_out_repeats, margin=arguments.margin, cache=ResultCache())
+    argv = sys.argv[1:] if argv is None else list(argv)
+    print(text_table(choice_rows(tuning.choices)))
+    print(summary_line(tuning.choices))
+    print("Run: python -m utils.tuning.task_tuner " + " ".join(argv))
+    if arguments.json is not None:
+        write_tuning_json(arguments.json, tuning, argv)
+        print(f"written to {arguments.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
