@@ -33,8 +33,12 @@ STAMP = ".requirements-stamp"
 SUPPORTED_PYTHON = (3, 11)
 ANY_PYTHON_ENV = "SPECDEC_ALLOW_ANY_PYTHON"  # set to 1 to try another Python version at your own risk
 # Commands that run a module of utils/ with the rest of the command line (so `benchmark --help` is the module's help).
-TOOL_MODULES = {"prefetch": "utils.models.prefetch", "run-notebooks": "utils.maintenance.run_notebooks", "benchmark": "utils.decoding.benchmark",
-                "figures": "utils.maintenance.readme_figures", "refresh-outputs": "utils.maintenance.notebook_outputs"}
+TOOL_MODULES = {"prefetch": "utils.models.prefetch", "run-notebooks": "utils.maintenance.run_notebooks",
+                "benchmark": "utils.decoding.benchmark", "refresh-outputs": "utils.maintenance.notebook_outputs"}
+# The notebooks read this in their Parameters cell: "full" (the default, and the reference run's) or "quick" (fewer
+# prompts, repeats and settings: every code path, in a fraction of the time). The test command runs them "quick"
+# unless it is set; a workshop on slow laptops may set it too: SPECDEC_RUN_SIZE=quick python3 tutorial.py lab
+RUN_SIZE_ENV = "SPECDEC_RUN_SIZE"
 # Each environment installs from a lock file: every package, its dependencies included, pinned with sha256 hashes and
 # installed with `pip install --require-hashes --no-deps`. The requirements-*.txt files hold the top-level pins a
 # person edits; `python3 tutorial.py lock` re-makes the locks from them with uv (pinned in requirements.txt).
@@ -281,6 +285,7 @@ def test(extra: list[str]) -> None:
         ensure_chromium()  # before the long setup: a missing browser stops the run within seconds
     setup()
     environment = dict(os.environ, MPLBACKEND="agg")
+    environment.setdefault(RUN_SIZE_ENV, "quick")  # nbval checks that every cell runs; the reference run is "full"
     run([env_python(MAIN_ENV), "-m", "pytest", *pytest_arguments(extra)], cwd=ROOT, env=environment)
 
 
@@ -318,8 +323,8 @@ def main(argv: list[str] | None = None) -> None:
                              "prefetch: fetch the real model pairs for offline use; "
                              "run-notebooks: execute every notebook headless with an HTML summary; "
                              "benchmark: python -m utils.decoding.benchmark; "
-                             "figures: regenerate the README's images (python -m utils.maintenance.readme_figures); "
-                             "refresh-outputs: re-run notebooks and commit-ready outputs (python -m utils.maintenance.notebook_outputs)")
+                             "refresh-outputs: re-run notebooks for commit-ready outputs and the README's images "
+                             "(python -m utils.maintenance.notebook_outputs)")
     arguments, extra = parser.parse_known_args(argv)
     if arguments.command == "lab":
         lab(extra)

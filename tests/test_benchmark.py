@@ -175,7 +175,7 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
                            "--target-speedup", "1.2", "--json", str(output)])
     assert code == 0
     printed = capsys.readouterr().out
-    for column in ("mode", "setting", "task", "time s", "tokens", "tok/s", "speed-up", "accept", "identical"):
+    for column in ("mode", "setting", "task", "seconds", "tokens", "tokens/s", "speed-up", "acceptance rate", "identical"):
         assert column in printed
     document = json.loads(output.read_text())
     records = document["records"]
@@ -199,9 +199,9 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     (formula,) = document["formula"]
     assert (formula["setting"], formula["task"], formula["identical"]) == ("K=3", "input_grounded", "1/1")
     speculative = records[1]
-    assert formula["tok/pass"] == pytest.approx(tokens_per_main_pass(speculative["tokens_per_step"]))
+    assert formula["tokens per main pass"] == pytest.approx(tokens_per_main_pass(speculative["tokens_per_step"]))
     assert formula["measured speed-up"] == pytest.approx(speculative["speedup_vs_plain"])
-    assert 0 < formula["c"] and 0 <= formula["a (from tok/pass)"] <= 1 and formula["predicted (Leviathan)"] > 0
+    assert 0 < formula["cost ratio c"] and 0 <= formula["per-token acceptance a"] <= 1 and formula["predicted (Leviathan)"] > 0
     assert "formula beside the measurement" in printed and "predicted (Leviathan)" in printed
     # the draft's budget for the asked speed-up, named after it in the JSON and the printed table
     assert document["plan"]["target_speedup"] == 1.2 and "draft / plain for 1.2x" in formula

@@ -383,3 +383,14 @@ def test_build_keeps_the_recorded_ids_and_every_id_below_keep_below(tmp_path: Pa
     coder_draft_trim.main(["build", "--vocabulary-file", str(vocabulary), "--keep-below", "5"])
     coder_draft_trim.main(["build", "--vocabulary-file", str(vocabulary)])
     assert kept == [[0, 1, 2, 3, 4, 7, 40_000], [2, 7, 40_000]]  # sorted, no id twice
+
+
+def test_a_notebook_falls_back_to_the_offline_pair_with_one_line(monkeypatch) -> None:
+    monkeypatch.setattr(coder_pair, "missing_folders", lambda specs=None: [])
+    assert coder_pair.lesson_pair("qwen2.5-coder", {}) == ("qwen2.5-coder", None)
+    assert coder_pair.lesson_pair("phi-3", {SKIP_ENV: "1"}) == ("phi-3", None)  # another choice is kept
+    name, line = coder_pair.lesson_pair("qwen2.5-coder", {SKIP_ENV: "1"})
+    assert name == "offline" and f"{SKIP_ENV}=1" in line and "\n" not in line
+    monkeypatch.setattr(coder_pair, "missing_folders", lambda specs=None: [QWEN_CODER_MAIN])
+    name, line = coder_pair.lesson_pair("qwen2.5-coder", {})
+    assert name == "offline" and "tutorial.py setup" in line and "\n" not in line

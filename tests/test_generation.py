@@ -284,7 +284,7 @@ def test_format_table() -> None:
     table = format_table(compare_with_plain([make_record("plain", wall=2.0),
                                              make_record("speculative", tokens=[1, 2, 7, 4], wall=1.0)]))
     header, _rule, plain_row, speculative_row = table.splitlines()
-    for column in ("mode", "setting", "task", "time s", "tokens", "tok/s", "speed-up", "accept", "identical"):
+    for column in ("mode", "setting", "task", "seconds", "tokens", "tokens/s", "speed-up", "acceptance rate", "identical"):
         assert column in header
     assert "2.00x" in speculative_row and "no (@2)" in speculative_row and plain_row.rstrip().endswith("yes")
     assert "stack" not in header  # one stack: no stack column
@@ -489,9 +489,9 @@ def test_speculation_breakdown_predicts_from_measured_numbers() -> None:
     rows = speculation_breakdown([make_record("plain"), record])
     assert len(rows) == 1
     row = rows[0]
-    assert row["c"] == pytest.approx(0.2) and row["main ms/pass"] == pytest.approx(10.0)
-    assert row["predicted speed-up"] == pytest.approx(predicted_speedup(row["a (from tok/pass)"], 3, 0.2))
-    assert 0 < row["a (from tok/pass)"] < 1
+    assert row["cost ratio c"] == pytest.approx(0.2) and row["main ms/pass"] == pytest.approx(10.0)
+    assert row["predicted speed-up"] == pytest.approx(predicted_speedup(row["per-token acceptance a"], 3, 0.2))
+    assert 0 < row["per-token acceptance a"] < 1
 
 
 def test_verification_gap_puts_the_measured_pass_times_into_the_formula() -> None:
@@ -539,16 +539,16 @@ def test_formula_by_task_pools_a_task_and_leaves_out_what_it_cannot_predict() ->
     assert [(row["setting"], row["task"]) for row in rows] == [("K=3", "code"), ("K=3", "chat")]
     code, chat_row = rows
     assert code["prompts"] == 2 and code["identical"] == "1/2"
-    assert code["tok/pass"] == 3.0  # the prefill step and the last (truncated) pass are not verification passes
-    acceptance = code["a (from tok/pass)"]
-    assert code["c"] == pytest.approx(3.0 / 30.0)  # median draft step / median verification pass
+    assert code["tokens per main pass"] == 3.0  # the prefill step and the last (truncated) pass are not verification passes
+    acceptance = code["per-token acceptance a"]
+    assert code["cost ratio c"] == pytest.approx(3.0 / 30.0)  # median draft step / median verification pass
     assert code["verify / plain"] == pytest.approx(30.0 / 20.0)  # median pass / median plain step
     assert code["measured speed-up"] == pytest.approx((2.0 + 2.0) / (1.0 + 4.0))  # summed plain / summed times
     assert code["predicted (Leviathan)"] == pytest.approx(predicted_speedup(acceptance, 3, 0.1))
     assert code["predicted (step times)"] == pytest.approx(
         predicted_speedup_with_step_times(acceptance, 3, 3.0, 20.0, 30.0))
     # the ceiling a free draft would reach: the verification pass alone against the plain steps it replaces
-    assert code["predicted, free draft"] == pytest.approx(code["tok/pass"] * 20.0 / 30.0)
+    assert code["predicted, free draft"] == pytest.approx(code["tokens per main pass"] * 20.0 / 30.0)
     assert code["predicted, free draft"] > code["predicted (step times)"]
     assert code["measured / Leviathan"] == pytest.approx(code["measured speed-up"] / code["predicted (Leviathan)"])
     assert code["measured / step times"] == pytest.approx(code["measured speed-up"] / code["predicted (step times)"])
@@ -556,7 +556,7 @@ def test_formula_by_task_pools_a_task_and_leaves_out_what_it_cannot_predict() ->
     # the draft's budget: its step over the median plain step, and the dearest step that still reaches 1.5x
     assert code["draft / plain"] == pytest.approx(3.0 / 20.0)
     budget = code["draft / plain for 1.5x"]
-    assert budget == pytest.approx((code["tok/pass"] / 1.5 - code["verify / plain"]) / 3)
+    assert budget == pytest.approx((code["tokens per main pass"] / 1.5 - code["verify / plain"]) / 3)
     assert predicted_speedup_with_step_times(acceptance, 3, budget * 20.0, 20.0, 30.0) == pytest.approx(1.5)
     # a target beyond what a free draft reaches has no budget; the column is named after the target
     (beyond, _) = formula_by_task(plains + [code_a, code_b, chat], target_speedup=code["predicted, free draft"] + 0.1)
@@ -619,3 +619,70 @@ def test_per_model_metrics_find_the_draft_prompt_pass() -> None:
     assert metrics["passes"] == 5 and metrics["prompt_pass_ms"] == pytest.approx(667.0)
     assert metrics["decode_passes"] == 3 and metrics["decode_ms"] == pytest.approx(84.0)
     assert draft_step_ms(metrics) == pytest.approx(28.0)  # not 760 / 5 = 152 ms
+
+
+def test_speedup_by_task_pairs_repeats_and_the_verdict_reads_the_spread() -> None:
+    from types import SimpleNamespace
+
+    from utils.decoding.generation_reports import speedup_by_task, speedup_verdict
+
+    def record(mode: str, prompt: str, task: str, walls: list[float]):
+        return SimpleNamespace(mode=mode, stack="openvino_genai", prompt_id=prompt, task=task, setting=mode,
+                               wall_seconds_all=walls, speedup_vs_plain=None if mode == "plain" else 1.0,
+                               tokens_per_step=[5, 4, 4, 2] if mode != "plain" else None, identical_to_plain=True)
+
+    records = [record("plain", "c1", "code", [2.0, 2.0, 2.0]), record("plain", "c2", "code", [2.0, 2.0, 2.0]),
+               record("plain", "t1", "chat", [1.0, 1.0, 1.0]),
+               record("K=4", "c1", "code", [1.0, 1.5, 1.0]), record("K=4", "c2", "code", [1.0, 1.5, 3.0]),
+               record("K=4", "t1", "chat", [0.9, 1.1, 1.0])]
+    rows = {row["task"]: row for row in speedup_by_task(records)}
+    assert rows["code"]["repeats"] == 3 and rows["code"]["prompts"] == 2
+    assert rows["code"]["speed-up (median)"] == pytest.approx(4 / 3)  # samples 2.0, 4/3, 1.0
+    assert rows["code"]["slowest repeat"] == pytest.approx(1.0) and rows["code"]["fastest repeat"] == pytest.approx(2.0)
+    assert rows["code"]["tokens per main pass"] == pytest.approx(4.0) and rows["code"]["identical to plain"] == "2/2"
+    verdict = speedup_verdict(list(rows.values()))
+    assert "no clear verdict" in verdict and "code 1.33x (1.00x-2.00x)" in verdict and "chat" in verdict
+    rows["chat"].update({"slowest repeat": 1.05, "fastest repeat": 1.2, "speed-up (median)": 1.1})
+    assert "faster than plain in every repeat on chat 1.10x" in speedup_verdict(list(rows.values()))
+
+
+def test_the_spread_plot_draws_one_bar_and_one_range_per_task_and_setting() -> None:
+    import matplotlib
+
+    matplotlib.use("agg")
+    from utils.display.speculation_figures import plot_speedup_spread
+
+    rows = [{"setting": "K=4", "task": task, "repeats": 3, "speed-up (median)": median, "slowest repeat": low,
+             "fastest repeat": high, "identical to plain": "2/2"}
+            for task, median, low, high in (("code", 1.3, 1.2, 1.4), ("chat", 0.9, 0.8, 1.05))]
+    axis = plot_speedup_spread(rows, "t").axes[0]
+    heights = sorted(round(bar.get_height(), 2) for bar in axis.patches)
+    assert heights == [0.9, 1.3]
+    assert len(axis.containers) == 4  # two bar containers and two error bars
+    assert axis.get_ylim()[1] >= 1.4 * 1.15 - 1e-9
+    with pytest.raises(ValueError):
+        plot_speedup_spread([])
+
+
+def test_the_coloured_steps_figure_draws_every_character_in_its_colour() -> None:
+    import matplotlib
+
+    matplotlib.use("agg")
+    from utils.decoding.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR
+    from utils.display.speculation_figures import plot_steps
+
+    class Letters:  # token i is the letter chr(97 + i); token 26 is a newline
+        @staticmethod
+        def decode(ids, skip_special_tokens=True):
+            return "".join("\n" if i == 26 else chr(97 + i) for i in ids)
+
+    steps = [[0, 1, 2], [3], [26, 4, 5]]
+    axis = plot_steps(Letters(), steps, "t", width_chars=2).axes[0]
+    from matplotlib.colors import to_rgba
+
+    drawn = [(text.get_text(), text.get_bbox_patch().get_facecolor(), text.get_position()) for text in axis.texts]
+    assert [chunk for chunk, _, _ in drawn] == list("abcdef")
+    assert [colour for _, colour, _ in drawn] == [to_rgba(c) for c in (ACCEPTED_COLOUR, ACCEPTED_COLOUR, MAIN_COLOUR,
+                                                                          MAIN_COLOUR, ACCEPTED_COLOUR, MAIN_COLOUR)]
+    assert [position for _, _, position in drawn] == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]  # 2 a row
+    assert "7 tokens in 3 main-model passes, 4 accepted" in axis.get_title(loc="left")

@@ -190,3 +190,11 @@ def test_require_free_disk_says_what_is_needed_and_free_and_what_to_do(tmp_path:
     with pytest.raises(OwnError, match=r"need about 3\.0 GB, 2\.0 GB free\. Or set SKIP=1\.$"):
         require_free_disk(tmp_path, 3e9, margin=1.0, advice="Or set SKIP=1.", error=OwnError)
     require_free_disk(tmp_path, 2e9, margin=1.0, error=OwnError)
+
+
+def test_run_size_defaults_to_full_and_refuses_anything_else() -> None:
+    from utils.input_checks import InputError, run_size
+
+    assert run_size({}) == "full" and run_size({"SPECDEC_RUN_SIZE": " Quick "}) == "quick"
+    with pytest.raises(InputError, match="SPECDEC_RUN_SIZE='fast' is not a run size"):
+        run_size({"SPECDEC_RUN_SIZE": "fast"})

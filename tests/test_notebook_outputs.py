@@ -233,3 +233,21 @@ def test_the_readme_gives_each_notebook_the_time_of_its_reference_run() -> None:
         row = re.search(rf"^\| {path.name[:2]} \|.*\| ([^|]+) \|$", readme, flags=re.MULTILINE)
         assert row is not None, f"no README row for {path.name}"
         assert row.group(1).strip() == shown, f"{path.name}: README says {row.group(1).strip()}, its run took {shown}"
+
+
+def test_section_seconds_add_up_each_sections_cells() -> None:
+    from utils.maintenance.notebook_outputs import section_seconds
+
+    def timed(source: str, start: str, end: str):
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["execution"] = {"iopub.execute_input": f"2026-12-02T07:00:{start}Z",
+                                      "shell.execute_reply": f"2026-12-02T07:00:{end}Z"}
+        return cell
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("# Title\n## Parameters"), timed("a = 1", "00.0", "01.5"),
+                      nbformat.v4.new_markdown_cell("## 1. First"), timed("b = 2", "02.0", "12.0"),
+                      timed("c = 3", "12.0", "14.5"), nbformat.v4.new_markdown_cell("### a subsection"),
+                      timed("d = 4", "15.0", "16.0"), nbformat.v4.new_markdown_cell("## Exercises"),
+                      nbformat.v4.new_code_cell("untimed = 0")]
+    assert section_seconds(notebook) == {"Parameters": 1.5, "§1": 13.5}

@@ -99,9 +99,9 @@ def test_choice_settings_and_impossible_combinations() -> None:
 
 
 def test_measured_points_keep_fixed_k_rows_with_a_speedup() -> None:
-    rows = [{"setting": "K=2", "measured speed-up": 0.9, "a (from tok/pass)": 0.5, "c": 0.6},
-            {"setting": "threshold=0.4", "measured speed-up": 0.8, "a (from tok/pass)": None, "c": 0.6},
-            {"setting": "K=4", "measured speed-up": None, "a (from tok/pass)": 0.4, "c": 0.6}]
+    rows = [{"setting": "K=2", "measured speed-up": 0.9, "per-token acceptance a": 0.5, "cost ratio c": 0.6},
+            {"setting": "threshold=0.4", "measured speed-up": 0.8, "per-token acceptance a": None, "cost ratio c": 0.6},
+            {"setting": "K=4", "measured speed-up": None, "per-token acceptance a": 0.4, "cost ratio c": 0.6}]
     assert measured_points(rows) == [MeasuredPoint(k=2, speedup=0.9, acceptance=0.5, cost_ratio=0.6)]
 
 

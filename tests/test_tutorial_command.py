@@ -32,7 +32,6 @@ def recorded(tutorial, monkeypatch: pytest.MonkeyPatch) -> dict:
 
 @pytest.mark.parametrize("command, module", [("benchmark", "utils.decoding.benchmark"), ("prefetch", "utils.models.prefetch"),
                                              ("run-notebooks", "utils.maintenance.run_notebooks"),
-                                             ("figures", "utils.maintenance.readme_figures"),
                                              ("refresh-outputs", "utils.maintenance.notebook_outputs")])
 def test_tool_commands_pass_help_through_to_their_module(tutorial, recorded: dict, command: str, module: str) -> None:
     tutorial.main([command, "--help"])
@@ -237,9 +236,20 @@ def test_run(tutorial, monkeypatch: pytest.MonkeyPatch) -> dict:
     """setup() and run() recorded; Chromium present unless a test says otherwise."""
     calls: dict = {"setup": 0, "run": []}
     monkeypatch.setattr(tutorial, "setup", lambda models=True: calls.__setitem__("setup", calls["setup"] + 1))
-    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: calls["run"].append([str(c) for c in command]))
+    monkeypatch.setattr(tutorial, "run", lambda command, **kwargs: (calls["run"].append([str(c) for c in command]),
+                                                                    calls.__setitem__("env", kwargs.get("env"))))
     monkeypatch.setattr(tutorial, "ensure_chromium", lambda environ=None: calls.setdefault("chromium", True))
     return calls
+
+
+def test_the_test_command_runs_the_notebooks_quick_unless_told_otherwise(tutorial, test_run: dict,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(tutorial.RUN_SIZE_ENV, raising=False)
+    tutorial.main(["test", "notebooks"])
+    assert test_run["env"][tutorial.RUN_SIZE_ENV] == "quick"
+    monkeypatch.setenv(tutorial.RUN_SIZE_ENV, "full")
+    tutorial.main(["test", "notebooks"])
+    assert test_run["env"][tutorial.RUN_SIZE_ENV] == "full"
 
 
 def test_the_test_command_without_arguments_runs_every_tier(tutorial, test_run: dict) -> None:
@@ -303,3 +313,9 @@ def test_present_chromium_or_a_wrong_override(tutorial, tmp_path: Path, monkeypa
     with pytest.raises(SystemExit):
         tutorial.ensure_chromium({tutorial.CHROMIUM_ENV: str(tmp_path / "missing")})
     assert "is not an executable Chromium" in capsys.readouterr().err
+
+
+def test_the_run_size_variable_is_the_one_the_notebooks_read(tutorial) -> None:
+    from utils.input_checks import RUN_SIZE_ENV, RUN_SIZES
+
+    assert tutorial.RUN_SIZE_ENV == RUN_SIZE_ENV and "quick" in RUN_SIZES

@@ -67,6 +67,20 @@ def as_integer(value: Any, name: str, *, minimum: int | None = None, maximum: in
     return integer
 
 
+RUN_SIZE_ENV = "SPECDEC_RUN_SIZE"
+RUN_SIZES = ("full", "quick")
+
+
+def run_size(environ: dict[str, str] | None = None) -> str:
+    """The notebooks' run size from SPECDEC_RUN_SIZE: "full" (default, the reference run) or "quick" (fewer prompts,
+    repeats and settings: what the test command runs). Anything else is an InputError."""
+    value = (os.environ if environ is None else environ).get(RUN_SIZE_ENV, "full").strip().lower() or "full"
+    if value not in RUN_SIZES:
+        raise InputError(f"{RUN_SIZE_ENV}={value!r} is not a run size: use one of {', '.join(RUN_SIZES)} "
+                         "(or leave it unset for full).")
+    return value
+
+
 def as_probability(value: Any, name: str, *, error: type[ValueError] = InputError) -> float:
     """`value` as a float strictly between 0 and 1 (a confidence threshold); strings are refused."""
     if isinstance(value, (str, bytes)):

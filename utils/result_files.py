@@ -1,4 +1,5 @@
-"""Files a run writes for later: a plot as PNG where the README-figures command collects it, results as JSON.
+"""Files a run writes for later: a plot as PNG (shown in the notebook as those very bytes, named, so the README's
+images can be taken from the stored outputs), results as JSON.
 
 Used in notebook sections: 02 §3; 03 §3; 04 §1; 05 Parameters.
 """
@@ -12,16 +13,34 @@ from typing import Any
 
 from utils.paths import figures_dir
 
+FIGURE_NAME_KEY = "specdec_figure"  # output metadata: the name a saved figure was shown under
+
 
 def save_figure(figure: Any, name: str, dpi: int = 110) -> Path:
-    """Write `figure` to `figures_dir()/<name>.png` and return the path."""
+    """Write `figure` to `figures_dir()/<name>.png`; in a notebook, show that PNG (named in the output's metadata
+    by FIGURE_NAME_KEY) instead of the inline copy, so the stored output is byte-identical to the file."""
     if not name or "/" in name or "\\" in name:
         raise ValueError(f"Give a plain file name without folders, got '{name}'.")
     folder = figures_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (name if name.endswith(".png") else f"{name}.png")
     figure.savefig(path, dpi=dpi, bbox_inches="tight")
+    if _in_a_kernel():
+        import matplotlib.pyplot as plt
+        from IPython.display import Image, display
+
+        display(Image(data=path.read_bytes(), format="png"), metadata={FIGURE_NAME_KEY: path.stem})
+        plt.close(figure)  # the inline backend would draw it a second time
     return path
+
+
+def _in_a_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
 
 
 def jsonable(value: Any) -> Any:

@@ -301,7 +301,7 @@ def summary_table(records: Sequence[GenerationRecord]) -> str:
             f"{row['speedup_vs_plain']:.2f}x over {row['comparable_prompts']}",
             "identical": f"{row['identical_prompts']}/{row['prompts']}",
             "acceptance": "-" if row["acceptance_rate"] is None else round(row["acceptance_rate"], 2),
-            "tok/pass": "-" if row["tokens_per_pass"] is None else round(row["tokens_per_pass"], 2),
+            "tokens per main pass": "-" if row["tokens_per_pass"] is None else round(row["tokens_per_pass"], 2),
         })
     return text_table(rows)
 

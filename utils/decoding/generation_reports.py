@@ -63,7 +63,7 @@ def format_table(records: Sequence[GenerationRecord]) -> str:
     """
     with_stack = len({record.stack for record in records}) > 1
     header = (("stack",) if with_stack else ()) + (
-        "mode", "setting", "task", "prompt", "time s", "tokens", "tok/s", "speed-up", "accept", "tok/pass", "identical")
+        "mode", "setting", "task", "prompt", "seconds", "tokens", "tokens/s", "speed-up", "acceptance rate", "tokens per main pass", "identical")
     rows = [header]
     for record in records:
         rows.append((record.stack,) * with_stack + (
@@ -84,6 +84,58 @@ def format_table(records: Sequence[GenerationRecord]) -> str:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
+
+
+def speedup_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
+    """Per (setting, task) of a compared, repeated measurement: the speed-up's median and its spread over repeats.
+
+    Repeat i of every prompt of a task is one sample: total plain time / total time of the setting over the task's
+    prompts in that repeat (the runs are interleaved, so repeat i of both ran side by side). The median and the
+    min-max of those samples are shown, with the tokens per main pass (pooled) and how many outputs equal plain.
+    Only prompts whose token counts matched plain count (as in `compare_with_plain`).
+    """
+    import statistics
+
+    plain = {(record.stack, record.prompt_id): record for record in records if record.mode == "plain"}
+    groups: dict[tuple[str, str], list[GenerationRecord]] = {}
+    for record in records:
+        if record.mode != "plain":
+            groups.setdefault((record.setting, record.task), []).append(record)
+    rows = []
+    for (setting, task), group in groups.items():
+        pairs = [(plain[(record.stack, record.prompt_id)], record) for record in group
+                 if record.speedup_vs_plain is not None and (record.stack, record.prompt_id) in plain]
+        repeats = min((len(r.wall_seconds_all) for pair in pairs for r in pair), default=0)
+        samples = [sum(base.wall_seconds_all[i] for base, _ in pairs) / sum(other.wall_seconds_all[i] for _, other in pairs)
+                   for i in range(repeats)] if pairs else []
+        runs = [record.tokens_per_step for record in group if record.tokens_per_step]
+        rows.append({
+            "setting": setting, "task": task, "prompts": len(group), "repeats": repeats,
+            "speed-up (median)": statistics.median(samples) if samples else None,
+            "slowest repeat": min(samples) if samples else None,
+            "fastest repeat": max(samples) if samples else None,
+            "tokens per main pass": decoding_metrics.pooled_tokens_per_main_pass(runs) if runs else None,
+            "identical to plain": f"{sum(bool(record.identical_to_plain) for record in group)}/{len(group)}",
+        })
+    return rows
+
+
+def speedup_verdict(rows: Sequence[dict]) -> str:
+    """One sentence per setting from `speedup_by_task` rows: where it was faster or slower than plain in every
+    repeat, and where the repeats disagree (the spread crosses 1.00x)."""
+    sentences = []
+    for setting in dict.fromkeys(row["setting"] for row in rows):
+        faster: list[str] = []
+        slower: list[str] = []
+        unclear: list[str] = []
+        for row in (row for row in rows if row["setting"] == setting and row["speed-up (median)"] is not None):
+            text = f"{row['task']} {row['speed-up (median)']:.2f}x ({row['slowest repeat']:.2f}x-{row['fastest repeat']:.2f}x)"
+            (faster if row["slowest repeat"] > 1 else slower if row["fastest repeat"] < 1 else unclear).append(text)
+        parts = [f"faster than plain in every repeat on {', '.join(faster)}" if faster else "",
+                 f"slower in every repeat on {', '.join(slower)}" if slower else "",
+                 f"no clear verdict (the repeats straddle 1.00x) on {', '.join(unclear)}" if unclear else ""]
+        sentences.append(f"{setting}: " + "; ".join(part for part in parts if part) + ".")
+    return "In this run, " + " ".join(sentences)
 
 
 def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
@@ -121,11 +173,11 @@ def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
             "draft passes": record.draft_model_metrics["passes"],
             "drafted": record.draft_tokens,
             "accepted": record.accepted_tokens,
-            "acceptance": record.acceptance_rate,
+            "acceptance rate": record.acceptance_rate,
             "main ms/pass": main_ms,
             "draft ms/pass": draft_ms,
-            "c": cost_ratio,
-            "a (from tok/pass)": per_token_acceptance,
+            "cost ratio c": cost_ratio,
+            "per-token acceptance a": per_token_acceptance,
             "predicted speed-up": predicted,
             "measured speed-up": record.speedup_vs_plain,
         })
@@ -154,12 +206,12 @@ def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
     for record in records:
         breakdown = speculation_breakdown([record])  # empty unless the record carries both models' metrics
         plain_step = plain_ms.get(record.prompt_id)
-        # "a (from tok/pass)" is only filled in for records with a fixed K: the last test changes nothing
-        if (not breakdown or plain_step is None or breakdown[0]["a (from tok/pass)"] is None
+        # "per-token acceptance a" is only filled in for records with a fixed K: the last test changes nothing
+        if (not breakdown or plain_step is None or breakdown[0]["per-token acceptance a"] is None
                 or not record.num_assistant_tokens):
             continue
         row, k = breakdown[0], record.num_assistant_tokens
-        acceptance = row["a (from tok/pass)"]
+        acceptance = row["per-token acceptance a"]
         rows.append({
             "prompt": row["prompt"], "setting": row["setting"], "plain ms/token": plain_step,
             "main ms/pass": row["main ms/pass"], "verify / plain": decoding_metrics.verification_cost(
@@ -249,8 +301,8 @@ def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float =
         rows.append({
             "setting": setting, "task": task, "prompts": len(group),
             "identical": f"{sum(bool(record.identical_to_plain) for record, _ in group)}/{len(group)}",
-            "tok/pass": tokens_per_pass, "a (from tok/pass)": acceptance,
-            "c": cost_ratio,
+            "tokens per main pass": tokens_per_pass, "per-token acceptance a": acceptance,
+            "cost ratio c": cost_ratio,
             "verify / plain": decoding_metrics.verification_cost(verify_ms, plain_step),
             "measured speed-up": measured, "predicted (Leviathan)": leviathan,
             "predicted (step times)": step_times,

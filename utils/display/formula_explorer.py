@@ -35,10 +35,10 @@ def measured_points(breakdown_rows: Sequence[dict]) -> list[MeasuredPoint]:
     points = []
     for row in breakdown_rows:
         setting = row["setting"]
-        if row["measured speed-up"] is None or row["a (from tok/pass)"] is None or not setting.startswith("K="):
+        if row["measured speed-up"] is None or row["per-token acceptance a"] is None or not setting.startswith("K="):
             continue
         points.append(MeasuredPoint(k=int(setting.split(",")[0][2:]), speedup=row["measured speed-up"],
-                                    acceptance=row["a (from tok/pass)"], cost_ratio=row["c"]))
+                                    acceptance=row["per-token acceptance a"], cost_ratio=row["cost ratio c"]))
     return points
 
 

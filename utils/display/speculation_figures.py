@@ -178,7 +178,46 @@ def plot_speedup_by_task(records: Sequence[GenerationRecord], title: str = "") -
     ax.set_title(title or "Speed-up over plain by task", fontsize=10)
     ax.set_xlabel("under each bar: prompts with plain's token count / all prompts, and how many were identical",
                   fontsize=8)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
+    ax.spines[["top", "right"]].set_visible(False)
+    figure.tight_layout()
+    return figure
+
+
+def plot_speedup_spread(rows: Sequence[dict], title: str = "") -> Any:
+    """Bars of `generation_reports.speedup_by_task` rows: the median speed-up per task and setting, with a line
+    from the slowest to the fastest repeat, and under each bar its repeats and identical outputs."""
+    import matplotlib.pyplot as plt
+
+    settings = list(dict.fromkeys(row["setting"] for row in rows))
+    tasks = list(dict.fromkeys(row["task"] for row in rows))
+    if not settings:
+        raise ValueError("No speed-up rows to plot.")
+    figure, ax = plt.subplots(figsize=(max(6.0, 1.9 * len(tasks) * max(1, len(settings)) ** 0.5), 4))
+    width = 0.8 / len(settings)
+    top = 1.2
+    for index, setting in enumerate(settings):
+        for task_index, task in enumerate(tasks):
+            row = next((r for r in rows if r["setting"] == setting and r["task"] == task), None)
+            if row is None or row["speed-up (median)"] is None:
+                continue
+            x = task_index + (index - (len(settings) - 1) / 2) * width
+            median, low, high = row["speed-up (median)"], row["slowest repeat"], row["fastest repeat"]
+            ax.bar(x, median, width * 0.9, color=f"C{index}", label=setting if task_index == 0 else None)
+            ax.errorbar(x, median, yerr=[[median - low], [high - median]], color="black", capsize=4, linewidth=1)
+            ax.text(x + width * 0.08, high, f"{median:.2f}x", ha="left", va="bottom", fontsize=8)
+            ax.text(x, 0.03, f"{row['repeats']} rep.\n{row['identical to plain']} same", ha="center", va="bottom",
+                    fontsize=7, color="white")
+            top = max(top, high * 1.15)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_ylim(0, top)
+    ax.set_xticks(range(len(tasks)), [task.replace("_", " ") for task in tasks])
+    ax.set_ylabel("speed-up over plain decoding")
+    ax.set_title(title or "Speed-up over plain by task", fontsize=10)
+    ax.set_xlabel("bar: median over repeats; line: slowest to fastest repeat; inside: repeats, outputs equal to plain",
+                  fontsize=8)
+    if len(settings) > 1:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
     figure.tight_layout()
     return figure
@@ -212,7 +251,7 @@ def plot_tokens_per_pass(records: Sequence[GenerationRecord], title: str = "") -
     ax.set_xticks(range(len(tasks)), [task.replace("_", " ") for task in tasks])
     ax.set_ylabel("tokens per main-model pass")
     ax.set_title(title or "How many tokens each main-model pass produced", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
     figure.tight_layout()
     return figure
@@ -268,4 +307,49 @@ def plot_stacks(records: Sequence[GenerationRecord], title: str = "") -> Any:
     ax.legend(fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     figure.tight_layout()
+    return figure
+
+
+def plot_steps(tokenizer: Any, steps: Sequence[Sequence[int]], title: str = "", width_chars: int = 96) -> Any:
+    """The coloured text of `utils.decoding.step_streamer.steps_to_html` as a figure (a PNG survives viewers that drop
+    inline styles): accepted draft tokens green, the main model's own tokens orange, in a monospace grid."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from utils.decoding.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR, step_segments
+
+    segments = step_segments(lambda ids: tokenizer.decode(ids, skip_special_tokens=True), steps)
+    lines: list[list[tuple[str, str]]] = [[]]
+    column, wrapped = 0, False
+    for text, origin, _ in segments:
+        colour = ACCEPTED_COLOUR if origin == "accepted" else MAIN_COLOUR
+        for index, part in enumerate(text.split("\n")):
+            if index and not wrapped:  # a newline right after a wrap starts no second line
+                lines.append([])
+                column = 0
+            wrapped = wrapped and not index
+            while part:
+                chunk, part = part[:width_chars - column], part[width_chars - column:]
+                lines[-1].append((chunk, colour))
+                column, wrapped = column + len(chunk), False
+                if column >= width_chars:
+                    lines.append([])
+                    column, wrapped = 0, True
+    figure, ax = plt.subplots(figsize=(width_chars * 0.075 + 0.3, 0.24 * len(lines) + 0.9))
+    ax.set_xlim(-0.5, width_chars + 0.5)
+    ax.set_ylim(len(lines) - 0.4, -0.6)
+    ax.axis("off")
+    for row, line in enumerate(lines):
+        x = 0
+        for chunk, colour in line:
+            if chunk.strip():
+                ax.text(x, row, chunk, family="monospace", fontsize=9, va="center", ha="left",
+                        bbox={"facecolor": colour, "edgecolor": "none", "pad": 1.2})
+            x += len(chunk)
+    accepted = sum(len(step) - 1 for step in steps)
+    ax.set_title(f"{title} {sum(len(step) for step in steps)} tokens in {len(steps)} main-model passes, "
+                 f"{accepted} accepted from the draft".strip(), fontsize=9, loc="left")
+    ax.legend(handles=[Patch(facecolor=ACCEPTED_COLOUR, label="accepted draft token"),
+                       Patch(facecolor=MAIN_COLOUR, label="main model's own token")],
+              fontsize=8, loc="upper left", bbox_to_anchor=(0.0, 0.0), ncol=2, frameon=False)
     return figure

@@ -18,7 +18,11 @@ code cells, the source of every `utils` module it imports (directly or through
 other modules, lazy imports inside functions included) and `utils/data/`, and
 the lock files of the pinned environment. A notebook whose fingerprints no
 longer match is *stale*, and `--check` says what changed; the test command
-fails on it (tests/test_notebook_outputs.py).
+fails on it (tests/test_notebook_outputs.py). The metadata also keeps the
+seconds each section took (`section_seconds`), which the teacher's guide's
+workshop track is built from; after the runs the command writes the README's
+images from the stored outputs (`utils.maintenance.readme_images`) and the times
+the README and the teacher's guide quote (`utils.maintenance.run_times`).
 """
 from __future__ import annotations
 
@@ -201,6 +205,33 @@ def _clean_output_list(outputs: list) -> list:
     return cleaned
 
 
+_SECTION_HEADING = re.compile(r"^## (?:(\d+)\.\s|(.+)$)", re.M)
+
+
+def section_of_heading(markdown: str, current: str) -> str:
+    """The section a markdown cell starts ('§3' for '## 3. ...', else the heading's text), or `current`."""
+    for match in _SECTION_HEADING.finditer(markdown):
+        current = f"§{match.group(1)}" if match.group(1) else match.group(2).strip()
+    return current
+
+
+def section_seconds(notebook: Any) -> dict[str, float]:
+    """Seconds each section's code cells took, from nbclient's per-cell timestamps (before they are cleaned)."""
+    seconds: dict[str, float] = {}
+    section = "Parameters"
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            section = section_of_heading(cell.source, section)
+            continue
+        timing = cell.get("metadata", {}).get("execution", {})
+        start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+        if cell.cell_type == "code" and start and end:
+            took = (dt.datetime.fromisoformat(end.replace("Z", "+00:00"))
+                    - dt.datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+            seconds[section] = round(seconds.get(section, 0.0) + took, 1)
+    return seconds
+
+
 def clean_outputs(notebook: Any) -> Any:
     """Remove what only adds diff noise from an executed notebook (in place; also returned)."""
     notebook.metadata.pop("widgets", None)
@@ -212,7 +243,8 @@ def clean_outputs(notebook: Any) -> Any:
     return notebook
 
 
-def reference_run_metadata(notebook: Any, seconds: float, load_average: float | None) -> dict:
+def reference_run_metadata(notebook: Any, seconds: float, load_average: float | None,
+                           sections: dict[str, float] | None = None) -> dict:
     """What the metadata records about a reference run (the CPU and its load matter to every timing)."""
     from utils.system.environment_report import cpu_features, openvino_devices, package_versions
 
@@ -224,6 +256,7 @@ def reference_run_metadata(notebook: Any, seconds: float, load_average: float | 
         "environment_fingerprint": environment_fingerprint(),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "seconds": round(seconds),
+        "section_seconds": sections or {},
         "kernel": notebook.metadata.get("kernelspec", {}).get("name"),
         "machine": {"cpu": cpu["model"], "cores": cpu["logical_cores"], "platform": platform.platform(),
                     "default_precision": precisions},
@@ -245,8 +278,10 @@ def refresh(notebook_path: Path, work_dir: Path, cell_timeout: int) -> tuple[boo
         where = f"cell {outcome.failed_cell_number}" if outcome.failed_cell_number else "setup"
         return False, (f"{notebook_path.name}: not updated: {outcome.error_name} in {where}: {outcome.error_message} "
                        f"(the failed run is in {outcome.executed_path})")
-    executed = clean_outputs(nbformat.read(outcome.executed_path, as_version=4))
-    executed.metadata[REFERENCE_RUN_KEY] = reference_run_metadata(executed, outcome.seconds, load)
+    executed = nbformat.read(outcome.executed_path, as_version=4)
+    sections = section_seconds(executed)
+    executed = clean_outputs(executed)
+    executed.metadata[REFERENCE_RUN_KEY] = reference_run_metadata(executed, outcome.seconds, load, sections)
     nbformat.validate(executed)
     nbformat.write(executed, notebook_path)
     size = notebook_path.stat().st_size
@@ -293,6 +328,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ok, message = refresh(path, work_dir, arguments.timeout)
         print(message, flush=True)
         failures += not ok
+    from utils.maintenance.readme_images import export_images, image_problems
+    from utils.maintenance.run_times import out_of_date, track_problems, update_all
+
+    for written in export_images():
+        print(f"README image written from the stored outputs: {written.relative_to(REPO_ROOT)}")
+    for updated in update_all():
+        print(f"times from the reference run written into {updated.relative_to(REPO_ROOT)}")
+    for problem in image_problems() + out_of_date() + track_problems():
+        print(f"to fix: {problem}")
     return 1 if failures else 0
 
 

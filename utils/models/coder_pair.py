@@ -122,6 +122,22 @@ def missing_pair_message(environment: dict[str, str] | None = None) -> str | Non
     return f"The {PAIR_NAME} pair is not prepared in {models_dir()} (missing: {names}).{why} {how_to_get()}"
 
 
+def lesson_pair(preferred: str, environment: dict[str, str] | None = None) -> tuple[str, str | None]:
+    """The pair a notebook runs, and the one line to print when it is not the preferred one.
+
+    A notebook that prefers this pair falls back to the offline pair (SmolLM2 drafting for itself) when the user
+    opted out (SPECDEC_SKIP_CODER_PAIR=1) or the pair is not prepared; any other choice is kept as it is.
+    """
+    if preferred != PAIR_NAME:
+        return preferred, None
+    if is_skipped(environment):
+        return "offline", f"{SKIP_ENV}=1: this notebook runs on the offline pair (SmolLM2 drafting for itself) instead."
+    if missing_folders():
+        return "offline", ("The Qwen2.5-Coder pair is not prepared, so this notebook runs on the offline pair "
+                           "(SmolLM2 drafting for itself); `python3 tutorial.py setup` builds it.")
+    return preferred, None
+
+
 def hf_copy_path(gguf: ChunkedGGUF) -> Path:
     """Where the float16 Hugging Face copy of `gguf`'s model is kept (transformers loads it as float32)."""
     return models_dir() / gguf.hf_copy_folder_name

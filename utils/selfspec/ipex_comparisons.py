@@ -248,7 +248,7 @@ def formula_check(rows: Sequence[dict], costs: Sequence[dict] = ()) -> list[dict
             "k": draft_length,
             "tokens/pass": row["tokens/pass"],
             "a": acceptance,
-            "c": cost_ratio,
+            "cost ratio c": cost_ratio,
             "predicted": predicted_speedup(acceptance, draft_length, cost_ratio),
             "predicted (measured passes)": predicted_speedup_with_step_times(
                 acceptance, draft_length, cost["draft pass / plain step"], 1.0, cost["verify pass / plain step"])

@@ -119,6 +119,8 @@ PRESETS: dict[str, DraftTrainingSettings] = {
     "quick": DraftTrainingSettings(),
     # about an hour on 2 cores: ~20x the data, ~8x the training
     "full": DraftTrainingSettings(name="full", prompts=1600, epochs=6.0, max_training_minutes=30.0),
+    # about two minutes: the test command's run size (SPECDEC_RUN_SIZE=quick); checks the code, not the draft
+    "tiny": DraftTrainingSettings(name="tiny", prompts=24, answer_max_tokens=64, epochs=4.0, max_training_minutes=1.0),
 }
 
 

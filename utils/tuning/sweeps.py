@@ -125,7 +125,8 @@ def sweep_prompts(per_task: int = 1, long_prompts: int = 2) -> list[Prompt]:
 
 @dataclass(frozen=True)
 class TuningGrid:
-    """Sizes of every sweep in notebook 05: `SMALL_GRID` (the default, quick) or `FULL_GRID`."""
+    """Sizes of every sweep in notebook 05: `SMALL_GRID` (the default), `FULL_GRID`, or `QUICK_GRID` (the test
+    command's run size: every code path, fewer values)."""
 
     ks: tuple[int, ...]
     thresholds: tuple[float, ...]
@@ -143,6 +144,9 @@ SMALL_GRID = TuningGrid(
     drafts=(("int4", "f32"), ("int4", "bf16"), ("int8", "f32"), ("fp16", "f32")),
     concurrencies=(1, 2, 4), max_new_tokens=32, repeats=1, step_repeats=5, long_prompts=2,
     tuner_budget_seconds=120)
+QUICK_GRID = TuningGrid(
+    ks=(1, 2, 4), thresholds=(0.5,), drafts=(("int4", "f32"), ("int8", "f32")),
+    concurrencies=(1, 2), max_new_tokens=24, repeats=1, step_repeats=3, long_prompts=1, tuner_budget_seconds=60)
 FULL_GRID = TuningGrid(
     ks=tuple(range(1, 11)), thresholds=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
     drafts=tuple((variant, precision) for variant in ("int4", "int8", "fp16") for precision in ("f32", "bf16")),
