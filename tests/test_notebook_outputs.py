@@ -218,23 +218,6 @@ def test_nbval_fails_when_a_checked_output_was_altered(tmp_path: Path) -> None:
     assert "an output the code does not print" in tampered.stdout
 
 
-def test_the_readme_gives_each_notebook_the_time_of_its_reference_run() -> None:
-    """The README's 'reference run' column is each committed notebook's metadata (seconds), not a typed guess."""
-    import re
-
-    import nbformat
-
-    from utils.paths import REPO_ROOT
-
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    for path in sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb")):
-        seconds = nbformat.read(path, as_version=4).metadata["reference_run"]["seconds"]
-        shown = f"{seconds} s" if seconds < 60 else f"{seconds / 60:.1f} min"
-        row = re.search(rf"^\| {path.name[:2]} \|.*\| ([^|]+) \|$", readme, flags=re.MULTILINE)
-        assert row is not None, f"no README row for {path.name}"
-        assert row.group(1).strip() == shown, f"{path.name}: README says {row.group(1).strip()}, its run took {shown}"
-
-
 def test_section_seconds_add_up_each_sections_cells() -> None:
     from utils.maintenance.notebook_outputs import section_seconds
 

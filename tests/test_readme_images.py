@@ -67,3 +67,11 @@ def test_every_speed_up_the_pages_quote_was_printed_by_the_reference_run() -> No
               for value in SPEED_UP.findall(page.read_text(encoding="utf-8"))}
     unbacked = sorted((page, value) for page, value in quoted if value not in printed)
     assert not unbacked, f"these quoted speed-ups are not in the reference run's outputs: {unbacked}"
+
+
+def test_the_front_page_reads_in_two_minutes() -> None:
+    """At most about 1,000 words; the details live in docs/, which the README links."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.split()) <= 1000, f"README.md has {len(text.split())} words: move details to docs/"
+    for page in ("docs/setup.md", "docs/results.md", "docs/troubleshooting.md", "docs/glossary.md"):
+        assert f"({page})" in text and (REPO_ROOT / page).is_file(), page

@@ -137,20 +137,3 @@ def test_the_command_line_refuses_bad_input_before_loading_anything(capsys: pyte
     with pytest.raises(SystemExit):
         task_tuner.main(["--json", "/proc/no-such-dir/out.json"])
     assert "--json" in capsys.readouterr().err
-
-
-def test_the_readme_quotes_the_committed_task_tuner_run_as_it_is() -> None:
-    """README's summary line is recomputed from docs/data/task-tuner-qwen2.5-coder.json, not typed by hand."""
-    import json
-
-    from utils.paths import REPO_ROOT
-
-    document = json.loads((REPO_ROOT / "docs" / "data" / "task-tuner-qwen2.5-coder.json").read_text(encoding="utf-8"))
-    choices = [TaskChoice.from_dict(data) for data in document["choices"]]
-    assert task_tuner.summary_line(choices) == document["summary"]
-    assert all(row["identical"] for row in document["tuning_rows"])
-    for stored in choices:   # each choice follows the rule from the stored candidates' figures
-        best = max(stored.candidates.items(), key=lambda item: item[1])
-        assert stored.label == (best[0] if best[1] > 1 + task_tuner.SWITCH_MARGIN else "plain")
-    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert f"printed: `{document['summary']}`" in readme

@@ -17,7 +17,7 @@ Caveat: the last step can be cut short by `max_new_tokens` or the end-of-sequenc
 token; its last token is then shown as the main model's although it may have
 been an accepted draft token.
 
-Used in notebook sections: 02 §5; 03 §2.
+Used in notebook sections: 02 §6; 03 §2.
 """
 from __future__ import annotations
 
