@@ -16,3 +16,9 @@ def test_values_are_escaped_and_numbers_shortened() -> None:
     page = html_table([{"name": "<b>", "value": 0.123456, "big": 123456.0, "none": None}])
     assert "&lt;b&gt;" in page and "<td>0.123</td>" in page and "<td>123,456</td>" in page
     assert "<td></td>" in page
+
+
+def test_headings_use_the_glossarys_words_not_snake_case() -> None:
+    table = html_table([{"tokens_per_pass": 2.5, "acceptance_rate": 0.5, "speedup": 1.2, "prompt": "p"}])
+    assert "<th>tokens per main pass</th><th>acceptance rate</th><th>speed-up</th><th>prompt</th>" in table
+    assert "_" not in table.split("<tbody>")[0]

@@ -46,6 +46,7 @@ def build_dir() -> Path:
 def figures_dir() -> Path:
     """Where notebooks save their plots as PNG: `build/figures` unless `$SPECDEC_FIGURES_DIR` says otherwise.
 
-    `python -m utils.maintenance.readme_figures` points it at `docs/images/` to refresh the README's images.
+    The README's images are not taken from here but from the notebooks' stored outputs
+    (`utils.maintenance.readme_images`), which show the very bytes written here.
     """
     return configured_dir(FIGURES_DIR_ENV, build_dir() / "figures")

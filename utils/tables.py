@@ -16,12 +16,22 @@ def _cell(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
+# Record keys in code spell quantities in snake_case; a table heads them in the glossary's words (docs/glossary.md).
+HEADER_WORDS = {"speedup": "speed-up", "speedup_vs_plain": "speed-up", "tokens_per_pass": "tokens per main pass",
+                "a_K": "per-token acceptance a", "cost_ratio": "cost ratio c"}
+
+
+def header(key: str) -> str:
+    """The column heading of a record key: `HEADER_WORDS`, else the key with spaces for underscores."""
+    return HEADER_WORDS.get(key, key.replace("_", " "))
+
+
 def html_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> str:
-    """An HTML table with one row per record and one column per key."""
+    """An HTML table with one row per record and one column per key (headed by `header`)."""
     if not rows:
         return "<p><i>(no rows)</i></p>"
     columns = list(columns or dict.fromkeys(key for row in rows for key in row))
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    head = "".join(f"<th>{html.escape(header(str(c)))}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
