@@ -686,3 +686,12 @@ def test_the_coloured_steps_figure_draws_every_character_in_its_colour() -> None
                                                                           MAIN_COLOUR, ACCEPTED_COLOUR, MAIN_COLOUR)]
     assert [position for _, _, position in drawn] == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]  # 2 a row
     assert "7 tokens in 3 main-model passes, 4 accepted" in axis.get_title(loc="left")
+
+
+def test_summarise_leaves_out_counters_genai_reported_inconsistently() -> None:
+    records = compare_with_plain([
+        make_record("plain", "a", wall=2.0), make_record("plain", "b", wall=2.0),
+        make_record("speculative", "a", wall=1.0, tokens_per_step=[1, 2, 1], accepted_tokens=1, draft_tokens=4),
+        make_record("speculative", "b", wall=1.0, tokens_per_step=[1, 2, 1], accepted_tokens=2, draft_tokens=0)])
+    rows = {row["mode"]: row for row in summarise(records)}
+    assert rows["speculative"]["acceptance_rate"] == pytest.approx(1 / 4)  # prompt b's 2-of-0 is not counted

@@ -33,8 +33,9 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
         plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in group
                          if record.speedup_vs_plain is not None)
         this_time = sum(record.wall_seconds for record in comparable)
-        counted = [(record.accepted_tokens, record.draft_tokens) for record in group
-                   if record.accepted_tokens is not None and record.draft_tokens is not None]
+        counted = [(record.accepted_tokens, record.draft_tokens) for record in group  # GenAI's counters, when sane
+                   if record.accepted_tokens is not None and record.draft_tokens is not None
+                   and 0 <= record.accepted_tokens <= record.draft_tokens]
         tokens = sum(record.generated_tokens for record in group)
         runs = [record.tokens_per_step for record in group if record.tokens_per_step]
         rows.append({
