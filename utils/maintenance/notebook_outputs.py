@@ -256,6 +256,7 @@ def reference_run_metadata(notebook: Any, seconds: float, load_average: float | 
         "environment_fingerprint": environment_fingerprint(),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "seconds": round(seconds),
+        "run_size": os.environ.get("SPECDEC_RUN_SIZE", "full") or "full",
         "section_seconds": sections or {},
         "kernel": notebook.metadata.get("kernelspec", {}).get("name"),
         "machine": {"cpu": cpu["model"], "cores": cpu["logical_cores"], "platform": platform.platform(),
