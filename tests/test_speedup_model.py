@@ -7,6 +7,7 @@ import pytest
 
 from utils.decoding.speedup_model import (
     acceptance_from_tokens_per_pass,
+    acceptance_needed,
     break_even_acceptance,
     draft_step_budget,
     expected_tokens_per_pass,
@@ -89,3 +90,21 @@ def test_draft_step_budget_is_the_draft_step_that_reaches_the_target() -> None:
         draft_step_budget(0.8, 4, 10.0, 15.0, 0.0)
     with pytest.raises(ValueError, match="draft length"):
         draft_step_budget(0.8, 0, 10.0, 15.0, 1.5)
+
+
+@pytest.mark.parametrize("target", [0.9, 1.3, 1.5, 2.0])
+def test_acceptance_needed_is_where_the_step_time_prediction_reaches_the_target(target: float) -> None:
+    k, draft, plain, verify = 3, 6.0, 50.0, 58.0
+    needed = acceptance_needed(target, k, draft, plain, verify)
+    assert needed is not None and 0.0 < needed < 1.0
+    assert predicted_speedup_with_step_times(needed, k, draft, plain, verify) == pytest.approx(target, rel=1e-6)
+    assert predicted_speedup_with_step_times(needed - 0.01, k, draft, plain, verify) < target
+
+
+def test_acceptance_needed_at_the_ends() -> None:
+    # a free draft and a verification as cheap as a plain step: 0.5x needs nothing accepted
+    assert acceptance_needed(0.5, 3, 0.0, 50.0, 50.0) == 0.0
+    # 4 tokens per pass at most, and a dear draft: 3x is out of reach for any acceptance
+    assert acceptance_needed(3.0, 3, 20.0, 50.0, 60.0) is None
+    with pytest.raises(ValueError):
+        acceptance_needed(1.5, 0, 1.0, 50.0, 50.0)

@@ -16,7 +16,7 @@ The one resource check, `require_free_disk` (used by `model_fetch`, `offline_pai
     check_writable_file(Path("out/bench.json"))   -> the path, once its folder is known to be writable
     require_free_disk(Path("models"), 5e9)        -> InsufficientDiskError: ... need about 5.5 GB, 1.2 GB free ...
 
-Used in notebook sections: 02 Parameters; 03 Parameters; 04 Parameters; 05 Parameters; 06 Parameters; 07 Parameters.
+Used in notebook sections: 02 Parameters; 03 Parameters; 04 Parameters; 05 Parameters; 06 Parameters; 07 Parameters; 08 Parameters.
 """
 from __future__ import annotations
 

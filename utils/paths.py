@@ -7,7 +7,7 @@ to the repository root, never to the current directory, so the command line
 the same folder: `SPECDEC_MODELS_DIR=models-big` is `<repository>/models-big`
 everywhere. `~` is expanded.
 
-Used in notebook sections: 00 §1; 01 §3 §6; 02 §2; 04 Parameters.
+Used in notebook sections: 00 §1; 01 §3 §6; 02 §2; 04 Parameters; 08 Parameters.
 """
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ loaded: `SpeculationSetupError` for settings (see `DecodingSettings`), and
 Pipelines are built by `utils.decoding.pipelines.load_pipeline`; tables and breakdowns of the records are in
 `utils.decoding.generation_reports`. Heavy imports (openvino_genai) happen inside functions.
 
-Used in notebook sections: 02 §3 §6 §7; 03 Parameters §2; 05 §6; 07 §4.
+Used in notebook sections: 02 §3 §6 §7; 03 Parameters §2; 05 §6; 07 §4; 08 §7.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ class DecodingSettings:
         `openvino_genai.GenerationConfig`.
     ignore_eos: keep generating after the end-of-sequence token, so every run
         generates exactly max_new_tokens (useful for timing; changes the text).
-    apply_chat_template: wrap the prompt in the model's chat template (as
-        `LLMPipeline.generate(str)` does by default).
+    apply_chat_template: wrap the prompt in the model's chat template (as `LLMPipeline.generate(str)` does).
+    name: the setting's name in records and tables instead of the generated one (e.g. which draft it uses).
     """
 
     mode: str = "plain"
@@ -100,6 +100,7 @@ class DecodingSettings:
     num_beams: int = 1
     ignore_eos: bool = False
     apply_chat_template: bool = True
+    name: str | None = None
 
     def __post_init__(self) -> None:
         mode = self.mode
@@ -154,7 +155,9 @@ class DecodingSettings:
 
     @property
     def label(self) -> str:
-        """Short description of the setting, e.g. 'K=3', 'threshold=0.4', 'K=3, ngram=3', 'greedy'."""
+        """Short description of the setting, e.g. 'K=3', 'threshold=0.4', 'K=3, ngram=3', 'greedy' (or its `name`)."""
+        if self.name:
+            return self.name
         decoding = "sampling" if self.do_sample else ("beam" if self.num_beams > 1 else "greedy")
         if self.mode == "plain":
             return decoding

@@ -11,7 +11,7 @@ of one plain step. `predicted_speedup_with_step_times` drops that assumption:
 it takes the measured time of the verification step instead (see
 utils.decoding.step_timing), which on a CPU grows with k.
 
-Used in notebook sections: 04 §13; 05 §8 Exercises; 06 §7; 07 §4 Exercises.
+Used in notebook sections: 04 §13; 05 §8 Exercises; 06 §7; 07 §4 Exercises; 08 §10.
 """
 from __future__ import annotations
 
@@ -105,3 +105,26 @@ def break_even_acceptance(draft_length: int, cost_ratio: float) -> float:
         else:
             high = mid
     return high
+
+
+def acceptance_needed(
+    target_speedup: float, draft_length: int, draft_step: float, plain_step: float, verify_step: float,
+) -> float | None:
+    """The per-token acceptance at which `predicted_speedup_with_step_times` reaches `target_speedup`.
+
+    The tokens a pass must yield, target x (K x draft step + verify step) / plain step, turned into an acceptance
+    (`acceptance_from_tokens_per_pass`); 0.0 when even no accepted token reaches the target, None when not even
+    a draft that is always right would (more than K + 1 tokens per pass needed).
+    """
+    if target_speedup <= 0:
+        raise ValueError(f"target speed-up must be > 0, got {target_speedup}")
+    if draft_length < 1:
+        raise ValueError(f"draft length must be >= 1, got {draft_length}")
+    if min(draft_step, plain_step, verify_step) < 0 or plain_step == 0 or verify_step == 0:
+        raise ValueError("step times must be >= 0, and the main model's steps > 0")
+    tokens = target_speedup * (draft_length * draft_step + verify_step) / plain_step
+    if tokens > draft_length + 1:
+        return None
+    if tokens <= 1.0:
+        return 0.0
+    return acceptance_from_tokens_per_pass(tokens, draft_length)

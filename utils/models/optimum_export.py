@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from utils.models.atomic_folder import atomic_folder
@@ -65,8 +65,13 @@ def run_dying_with_parent(command: list[str], log_path: Path) -> int:
 
 
 def export_with_optimum(model: str, destination: Path, weight_format: str, recipe: dict,
-                        extra_args: tuple[str, ...] = (), local_folder: bool = False) -> Path:
-    """Export `model` to `destination` atomically; the full log is kept in `export.log`."""
+                        extra_args: tuple[str, ...] = (), local_folder: bool = False,
+                        check: Callable[[Path], None] | None = None) -> Path:
+    """Export `model` to `destination` atomically; the full log is kept in `export.log`.
+
+    `check(folder)`, if given, inspects the finished export before it is moved into place (an exception keeps it
+    from ever looking complete).
+    """
     destination = Path(destination)
     if local_folder and not (Path(model) / "config.json").is_file():
         raise ExportError(f"{model} is not a Hugging Face model folder (no config.json): nothing to export.")
@@ -81,4 +86,6 @@ def export_with_optimum(model: str, destination: Path, weight_format: str, recip
             tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
             raise ExportError(f"optimum-cli export of {model} ({weight_format}) failed "
                               f"(exit code {exit_code}). Last lines of its log:\n{tail}")
+        if check is not None:
+            check(work)
     return destination

@@ -1,0 +1,200 @@
+"""An EAGLE-3 head from start to finish, and the checks of how GenAI runs it.
+
+- `random_head_folder(main, draft_vocab_size, ...)` - an untrained head for any main, in the SpecForge layout
+  (for the folder format, the export, and the cost of a head before anyone trains one);
+- `prepare_eagle3_head(settings, main)` - every stage of `utils.training.eagle3_settings` in order, each reused
+  while its recipe matches; returns the exported head, ready for `openvino_genai.draft_model`;
+- `tree_mode_differences(main_dir, head_dir, prompts, ...)` - tree mode with the default KV cache and with an f32
+  one, counted against plain greedy output (the KV-cache trap).
+
+Used in notebook sections: 08 §3 §6 §8 §11.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from utils.models.atomic_folder import is_up_to_date, read_marker
+from utils.training.draft_settings import MainModel, require_complete
+from utils.training.eagle3_settings import Eagle3Folders, Eagle3Settings, eagle3_folders, head_recipe
+
+
+@dataclass
+class Eagle3Build:
+    """What `prepare_eagle3_head` made: the folders, and what the stages measured."""
+
+    folders: Eagle3Folders
+    data: dict  # the data folder's generation statistics
+    hidden: dict  # the tapped states' statistics
+    training: dict  # the head's training record (`eagle3_folder.TRAINING_FILE`)
+    rebuilt: list[str] = field(default_factory=list)  # the stages that ran (the others were reused)
+
+
+def random_head_folder(main_hf_dir: Path, folder: Path, draft_vocab_size: int, intermediate_size: int | None = None,
+                       seed: int = 0) -> Path:
+    """An untrained head for the main of `main_hf_dir` (its draft vocabulary: the lowest ids), built atomically.
+
+    Untrained, it is lossless and useless: it shows the format, the export and what one head step costs.
+    """
+    import numpy as np
+    import torch
+
+    from utils.training.eagle3_checks import check_main
+    from utils.training.eagle3_folder import save_head_folder
+    from utils.training.eagle3_head import Eagle3Head, shape_from_main_config
+    from utils.training.eagle3_vocab import draft_vocabulary
+
+    main_config = check_main(Path(main_hf_dir))
+    recipe = {"stage": "eagle3-random-head", "main": Path(main_hf_dir).name, "draft_vocab_size": draft_vocab_size,
+              "intermediate_size": intermediate_size, "seed": seed,
+              "main_hf_recipe": (read_marker(Path(main_hf_dir)) or {}).get("recipe")}
+    if is_up_to_date(Path(folder), recipe):
+        return Path(folder)
+    torch.manual_seed(seed)
+    head = Eagle3Head(shape_from_main_config(main_config, draft_vocab_size, intermediate_size))
+    vocab = draft_vocabulary(np.zeros(0, dtype=np.int64), draft_vocab_size, int(main_config["vocab_size"]))
+    with torch.no_grad():
+        head.d2t.copy_(torch.from_numpy(vocab.d2t()))
+        head.t2d.copy_(torch.from_numpy(vocab.t2d()))
+    return save_head_folder(head, Path(main_hf_dir), Path(folder), recipe)
+
+
+def _train_and_save(settings: Eagle3Settings, main: MainModel, folders: Eagle3Folders, recipe: dict,
+                    show_progress: bool) -> None:
+    import torch
+
+    from utils.training.eagle3_checks import check_main
+    from utils.training.eagle3_folder import save_head_folder
+    from utils.training.eagle3_head import Eagle3Head, load_main_embedding, shape_from_main_config
+    from utils.training.eagle3_hidden import load_tapped
+    from utils.training.eagle3_train import init_from_main, train_head
+    from utils.training.eagle3_vocab import draft_vocabulary
+
+    main_config = check_main(main.hf)
+    data = load_tapped(folders.hidden)
+    end_ids = main_config.get("eos_token_id")
+    keep = end_ids if isinstance(end_ids, list) else [end_ids] if end_ids is not None else []
+    vocab = draft_vocabulary(data.targets, settings.draft_vocab_size, int(main_config["vocab_size"]), keep)
+    torch.manual_seed(settings.seed)
+    head = Eagle3Head(shape_from_main_config(main_config, settings.draft_vocab_size, settings.intermediate_size))
+    init_from_main(head, load_main_embedding(main.hf), vocab)
+    history = train_head(head, data, vocab, settings, show_progress=show_progress)
+    training = {"positions": int(len(data.tokens)), "samples": data.samples, "vocab_coverage": vocab.coverage,
+                "head_parameters": head.parameter_count(), "seconds": history.seconds,
+                "epochs_done": history.epochs_done, "positions_seen": history.positions_seen,
+                "steps": history.steps, "losses": history.losses, "validation": history.validation}
+    save_head_folder(head, main.hf, folders.head, recipe, training)
+
+
+def prepare_eagle3_head(settings: Eagle3Settings, main: MainModel, device: str = "CPU", force: bool = False,
+                        show_progress: bool = True) -> Eagle3Build:
+    """Build (or reuse) every stage of a head for `main`: data, tapped states, training, folder, export (checked)."""
+    from utils.training.eagle3_checks import check_export_packages, check_exported_head, check_main
+    from utils.training.eagle3_data import load_stats, write_training_data
+    from utils.training.eagle3_folder import TRAINING_FILE, export_head
+    from utils.training.eagle3_hidden import STATS_FILE, write_tapped_states
+
+    check_main(main.hf)
+    check_main(main.openvino)
+    require_complete(main.hf, "main model (Hugging Face)")
+    check_export_packages()
+    folders = eagle3_folders(settings, main)
+    rebuilt = []
+    before = read_marker(folders.data)
+    write_training_data(settings, main, device, force, show_progress)
+    if read_marker(folders.data) != before:
+        rebuilt.append("data")
+    before = read_marker(folders.hidden)
+    write_tapped_states(settings, main, device, force or "data" in rebuilt, show_progress)
+    if read_marker(folders.hidden) != before:
+        rebuilt.append("tapped states")
+    recipe = head_recipe(settings, folders.hidden, main.hf)
+    if force or not is_up_to_date(folders.head, recipe):
+        _train_and_save(settings, main, folders, recipe, show_progress)
+        rebuilt.append("training")
+    before = read_marker(folders.exported)
+    export_head(folders.head, folders.exported, settings.weight_format)
+    if read_marker(folders.exported) != before:
+        rebuilt.append("export")
+    check_exported_head(folders.exported, main.openvino)
+    return Eagle3Build(folders=folders, data=load_stats(folders.data),
+                       hidden=json.loads((folders.hidden / STATS_FILE).read_text(encoding="utf-8")),
+                       training=json.loads((folders.head / TRAINING_FILE).read_text(encoding="utf-8")),
+                       rebuilt=rebuilt)
+
+
+def tree_mode_differences(main_dir: Path, head_dir: Path, prompts: Sequence[Any], max_new_tokens: int,
+                          branching_factor: int = 2, tree_depth: int = 3, device: str = "CPU") -> list[dict]:
+    """Tree-mode outputs against plain greedy output, with GenAI's default KV cache and with an f32 one.
+
+    One row per KV-cache setting: how many of `prompts` (objects with `id` and `text`) gave output that differs
+    from plain greedy output under the exact f32 main, the first such prompt, and the tokens per main pass.
+    The main computes in f32 without dynamic quantisation in both; only `KV_CACHE_PRECISION` changes.
+    """
+    import openvino_genai
+
+    from utils.decoding.decoding_metrics import tokens_per_main_pass
+    from utils.decoding.pipelines import main_model_properties, make_scheduler_config
+    from utils.training.eagle3_checks import check_exported_head
+
+    check_exported_head(Path(head_dir), Path(main_dir))
+    exact = main_model_properties("f32")
+    settings = {"default KV cache": {k: v for k, v in exact.items() if k != "KV_CACHE_PRECISION"},
+                "f32 KV cache": exact}
+    plain = openvino_genai.LLMPipeline(str(main_dir), device, scheduler_config=make_scheduler_config(), **exact)
+    plain_config = openvino_genai.GenerationConfig(max_new_tokens=max_new_tokens)
+    references = {prompt.id: plain.generate(prompt.text, plain_config) for prompt in prompts}
+    del plain
+    tree_config = openvino_genai.GenerationConfig(max_new_tokens=max_new_tokens, branching_factor=branching_factor,
+                                                  tree_depth=tree_depth)
+    rows = []
+    for label, properties in settings.items():
+        draft = openvino_genai.draft_model(str(head_dir), device, INFERENCE_PRECISION_HINT="f32")
+        pipeline = openvino_genai.LLMPipeline(str(main_dir), device, scheduler_config=make_scheduler_config(),
+                                              draft_model=draft, **properties)
+        differing, passes = [], []
+        for prompt in prompts:
+            result = pipeline.generate([prompt.text], tree_config)
+            if result.texts[0] != str(references[prompt.id]):
+                differing.append(prompt.id)
+            steps = [int(n) for n in result.extended_perf_metrics.main_model_metrics.raw_metrics.m_batch_sizes]
+            value = tokens_per_main_pass(steps) if steps else None
+            if value is not None:
+                passes.append(value)
+        rows.append({"KV cache": label, "outputs differing from plain": f"{len(differing)}/{len(prompts)}",
+                     "differing": differing, "tokens per main pass": sum(passes) / len(passes) if passes else None})
+        del pipeline, draft
+    return rows
+
+
+PUBLISHED_EXPORT_ARGS = ("--task", "text-generation-with-past", "--trust-remote-code")
+
+
+def export_published_head(head_repo: str, main_repo: str, head_weight_format: str = "fp16",
+                          main_weight_format: str = "int4") -> tuple[Path, Path]:
+    """Export a head published on the Hugging Face hub and the main it was trained for; return (main, head) folders.
+
+    Both go through `optimum-cli export openvino` straight from the hub (it downloads them), into atomic folders of
+    the models folder; the head's export must carry `eagle3_mode`. Without a network this fails in a few seconds
+    with what to do instead (`utils.models.model_fetch.require_reachable`), before anything is downloaded.
+    """
+    from utils.models.model_fetch import huggingface_endpoint, require_reachable
+    from utils.models.optimum_export import export_recipe, export_with_optimum
+    from utils.paths import models_dir
+    from utils.training.eagle3_checks import check_export_packages, require_eagle3_mode
+
+    require_reachable(huggingface_endpoint(), "the Hugging Face hub")
+    check_export_packages()
+    folders = []
+    for repo, weight_format, check in ((main_repo, main_weight_format, None),
+                                       (head_repo, head_weight_format, require_eagle3_mode)):
+        destination = models_dir() / f"{repo.split('/')[-1].lower()}-{weight_format}-ov"
+        extra = PUBLISHED_EXPORT_ARGS if check is not None else ()
+        recipe = export_recipe(1, {"huggingface_id": repo}, weight_format, extra)
+        if not is_up_to_date(destination, recipe):
+            export_with_optimum(repo, destination, weight_format, recipe, extra, check=check)
+        folders.append(destination)
+    return folders[0], folders[1]

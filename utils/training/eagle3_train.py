@@ -1,0 +1,216 @@
+"""Stage 4 of an EAGLE-3 head: training it with a training-time unroll ("training-time test", EAGLE-3).
+
+At inference the head drafts a chain: its second guess reads its own first
+output, not the main's hidden state. Trained only on the main's states
+(step 0), it would never see its own outputs and its later guesses would be
+poor. So every batch is unrolled `unroll_steps` times in parallel
+(`Eagle3Head.unrolled_logits`): step j predicts the main's greedy token j + 2
+places ahead from the step-(j-1) outputs, and the loss is
+sum_j step_weight**j x cross-entropy_j.
+
+Labels are the main's own greedy choices (`eagle3.hidden`), mapped into the
+draft vocabulary; positions whose choice lies outside it carry no loss (the
+head cannot propose them) but count as misses in the accuracies.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from utils.training.eagle3_head import Eagle3Head
+from utils.training.eagle3_hidden import TappedData, length_batches
+from utils.training.eagle3_settings import Eagle3Error, Eagle3Settings
+from utils.training.eagle3_vocab import DraftVocabulary
+
+
+@dataclass
+class Batch:
+    """One padded batch: fused states, input tokens for every unroll step, labels and masks per step."""
+
+    fused: torch.Tensor  # float32 [B, T, 3H]
+    next_tokens: torch.Tensor  # int64 [B, T + steps - 1]
+    labels: torch.Tensor  # int64 [steps, B, T], draft ids, -1 = no loss
+    counted: torch.Tensor  # bool [steps, B, T]: positions that count in the accuracy (a target exists)
+    answer: torch.Tensor  # bool [B, T]: position lies in the answer
+
+
+def make_batch(data: TappedData, samples: list[int], steps: int, target_to_draft: Any) -> Batch:
+    """Pad `samples` of `data` into a Batch (right padding; every sequence starts at position 0)."""
+    import numpy as np
+
+    lengths = [int(data.offsets[i + 1] - data.offsets[i]) for i in samples]
+    longest = max(lengths)
+    width = data.hidden.shape[1]
+    fused = np.zeros((len(samples), longest, width), dtype=np.float32)
+    next_tokens = np.zeros((len(samples), longest + steps - 1), dtype=np.int64)
+    labels = np.full((steps, len(samples), longest), -1, dtype=np.int64)
+    counted = np.zeros((steps, len(samples), longest), dtype=bool)
+    answer = np.zeros((len(samples), longest), dtype=bool)
+    for row, (index, size) in enumerate(zip(samples, lengths, strict=True)):
+        start = int(data.offsets[index])
+        fused[row, :size] = data.hidden[start:start + size]
+        tokens = data.tokens[start:start + size]
+        targets = data.targets[start:start + size]
+        next_tokens[row, :size - 1] = tokens[1:]
+        for step in range(steps):
+            # position t, step j: input token t + 1 + j, label = main's greedy choice at t + 1 + j
+            valid = size - 1 - step
+            if valid <= 0:
+                continue
+            labels[step, row, :valid] = target_to_draft[targets[1 + step:size]]
+            counted[step, row, :valid] = True
+        begin = int(data.answer_starts[index]) if data.answer_starts is not None else 0
+        answer[row, max(begin - 1, 0):size] = True
+    return Batch(torch.from_numpy(fused), torch.from_numpy(next_tokens), torch.from_numpy(labels),
+                 torch.from_numpy(counted), torch.from_numpy(answer))
+
+
+def unroll_loss(logits: list[torch.Tensor], labels: torch.Tensor, step_weight: float) -> tuple[torch.Tensor, list[float]]:
+    """sum_j step_weight**j x mean cross-entropy of step j (labels -1 ignored); also each step's loss."""
+    total = logits[0].new_zeros(())
+    per_step = []
+    for step, step_logits in enumerate(logits):
+        target = labels[step]
+        if (target >= 0).any():
+            loss = F.cross_entropy(step_logits.reshape(-1, step_logits.shape[-1]), target.reshape(-1),
+                                   ignore_index=-1)
+        else:
+            loss = step_logits.sum() * 0.0
+        total = total + (step_weight ** step) * loss
+        per_step.append(float(loss.detach()))
+    return total, per_step
+
+
+def split_samples(count: int, validation_share: float, seed: int) -> tuple[list[int], list[int]]:
+    """Training and validation sample indices (validation at least 1 sample when there are 2+)."""
+    order = list(range(count))
+    random.Random(seed).shuffle(order)
+    held = max(1, round(count * validation_share)) if count > 1 and validation_share > 0 else 0
+    return sorted(order[held:]), sorted(order[:held])
+
+
+@dataclass
+class TrainingHistory:
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    validation: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    epochs_done: float = 0.0
+    positions_seen: int = 0
+
+
+@torch.no_grad()
+def evaluate_accuracy(head: Eagle3Head, data: TappedData, samples: list[int], settings: Eagle3Settings,
+                      target_to_draft: Any) -> dict:
+    """Top-1 accuracy per unroll step on `samples`: all positions, and answer positions only.
+
+    Step j's accuracy counts step j right only where steps 0..j-1 were right too (a chain's j-th draft
+    is only used if the earlier ones were accepted): the share of chains that reach j + 1 tokens.
+    """
+    head.eval()
+    steps = settings.unroll_steps
+    right_all = [0] * steps
+    right_answer = [0] * steps
+    total_all = total_answer = 0
+    for group in length_batches([int(data.offsets[i + 1] - data.offsets[i]) for i in samples], settings.batch_tokens):
+        batch = make_batch(data, [samples[i] for i in group], steps, target_to_draft)
+        logits = head.unrolled_logits(batch.fused, batch.next_tokens, steps)
+        chain = batch.counted[0].clone()
+        base = batch.counted[0]
+        for step in range(steps):
+            hit = (logits[step].argmax(-1) == batch.labels[step]) & (batch.labels[step] >= 0) & batch.counted[step]
+            chain = chain & hit
+            right_all[step] += int(chain.sum())
+            right_answer[step] += int((chain & batch.answer).sum())
+        total_all += int(base.sum())
+        total_answer += int((base & batch.answer).sum())
+    head.train()
+    return {"chain_accuracy": [r / max(total_all, 1) for r in right_all],
+            "answer_chain_accuracy": [r / max(total_answer, 1) for r in right_answer],
+            "positions": total_all, "answer_positions": total_answer}
+
+
+def init_from_main(head: Eagle3Head, embedding: torch.Tensor, vocab: DraftVocabulary, output_weight: torch.Tensor
+                   | None = None) -> None:
+    """Copy the main's embedding in (frozen) and start `lm_head` from the main's output rows of the kept ids."""
+    import numpy as np
+
+    if tuple(embedding.shape) != tuple(head.embed_tokens.weight.shape):
+        raise Eagle3Error(f"main embedding {tuple(embedding.shape)} does not match the head's "
+                          f"{tuple(head.embed_tokens.weight.shape)}.")
+    with torch.no_grad():
+        head.embed_tokens.weight.copy_(embedding)
+        rows = (output_weight if output_weight is not None else embedding)[torch.from_numpy(vocab.target_ids)]
+        head.lm_head.weight.copy_(rows)
+        head.d2t.copy_(torch.from_numpy(vocab.d2t()))
+        head.t2d.copy_(torch.from_numpy(np.asarray(vocab.t2d())))
+
+
+def train_head(head: Eagle3Head, data: TappedData, vocab: DraftVocabulary, settings: Eagle3Settings,
+               show_progress: bool = True) -> TrainingHistory:
+    """Train `head` on `data` for `settings.epochs` (at most `settings.max_training_minutes`); return the history.
+
+    AdamW, linear warm-up then cosine decay driven by whichever runs out first, steps or minutes. The validation
+    accuracies are measured after every epoch and at the end; a progress bar shows the minutes and the loss.
+    """
+    from tqdm.auto import tqdm
+
+    torch.manual_seed(settings.seed)
+    rng = random.Random(settings.seed)
+    target_to_draft = vocab.target_to_draft()
+    train_ids, val_ids = split_samples(data.samples, settings.validation_share, settings.seed)
+    lengths = [int(data.offsets[i + 1] - data.offsets[i]) for i in train_ids]
+    groups = [[train_ids[i] for i in g] for g in length_batches(lengths, settings.batch_tokens)]
+    total_steps = max(1, math.ceil(len(groups) * settings.epochs))
+    trainable = [p for p in head.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.0, betas=(0.9, 0.95))
+    history = TrainingHistory()
+    budget = settings.max_training_minutes * 60.0
+    started = time.perf_counter()
+    step = 0
+    head.train()
+    bar = tqdm(total=round(budget), desc="training (s of the time budget)", unit="s", disable=not show_progress)
+    while step < total_steps:
+        rng.shuffle(groups)
+        for group in groups:
+            elapsed = time.perf_counter() - started
+            progress = max(step / total_steps, elapsed / budget)
+            if progress >= 1.0:
+                break
+            warm = min(1.0, (step + 1) / max(settings.warmup_steps, 1))
+            rate = settings.learning_rate * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
+            for param_group in optimizer.param_groups:
+                param_group["lr"] = rate
+            batch = make_batch(data, group, settings.unroll_steps, target_to_draft)
+            logits = head.unrolled_logits(batch.fused, batch.next_tokens, settings.unroll_steps)
+            loss, per_step = unroll_loss(logits, batch.labels, settings.step_weight)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+            optimizer.step()
+            step += 1
+            history.positions_seen += int(batch.counted[0].sum())
+            history.steps.append(step)
+            history.losses.append(float(loss.detach()))
+            bar.update(min(round(budget), round(time.perf_counter() - started)) - bar.n)
+            bar.set_postfix_str(f"step {step}, loss {float(loss):.2f} ({', '.join(f'{x:.2f}' for x in per_step)})",
+                                refresh=False)
+        else:
+            if val_ids:
+                history.validation.append({"step": step, **evaluate_accuracy(head, data, val_ids, settings,
+                                                                             target_to_draft)})
+            continue
+        break
+    bar.close()
+    history.seconds = time.perf_counter() - started
+    history.epochs_done = step / max(len(groups), 1)
+    if val_ids:
+        history.validation.append({"step": step, **evaluate_accuracy(head, data, val_ids, settings, target_to_draft)})
+    head.eval()
+    return history
