@@ -46,7 +46,8 @@ class Eagle3Settings:
     Head: one decoder layer with an `intermediate_size` MLP and a `draft_vocab_size` output layer. Training:
     `unroll_steps` training-time-test steps weighted `step_weight ** j`, `epochs` passes (stopped after
     `max_training_minutes`), batches of `batch_tokens` positions from sequences cut to `sequence_length`,
-    AdamW at `learning_rate` after `warmup_steps`. `weight_format`: of the exported head.
+    AdamW at `learning_rate` after `warmup_steps`; with `answers_only` the loss counts the answers' positions only
+    (the prompts the main sampled teach nothing it will serve). `weight_format`: of the exported head.
     """
 
     name: str = "quick"
@@ -66,6 +67,7 @@ class Eagle3Settings:
     learning_rate: float = 1.5e-3
     warmup_steps: int = 5
     validation_share: float = 0.05
+    answers_only: bool = True
     weight_format: str = "fp16"
     seed: int = 0
 

@@ -188,6 +188,8 @@ def train_head(head: Eagle3Head, data: TappedData, vocab: DraftVocabulary, setti
             for param_group in optimizer.param_groups:
                 param_group["lr"] = rate
             batch = make_batch(data, group, settings.unroll_steps, target_to_draft)
+            if settings.answers_only:  # the prompts are the main's samples: noise to learn; the answers are what it serves
+                batch.labels[:, ~batch.answer] = -1
             logits = head.unrolled_logits(batch.fused, batch.next_tokens, settings.unroll_steps)
             loss, per_step = unroll_loss(logits, batch.labels, settings.step_weight)
             optimizer.zero_grad(set_to_none=True)

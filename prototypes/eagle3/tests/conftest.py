@@ -1,5 +1,0 @@
-"""Make the prototype package importable from its folder."""
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
