@@ -201,7 +201,7 @@ def train_head(head: Eagle3Head, data: TappedData, vocab: DraftVocabulary, setti
             history.steps.append(step)
             history.losses.append(float(loss.detach()))
             bar.update(min(round(budget), round(time.perf_counter() - started)) - bar.n)
-            bar.set_postfix_str(f"step {step}, loss {float(loss):.2f} ({', '.join(f'{x:.2f}' for x in per_step)})",
+            bar.set_postfix_str(f"step {step}, loss {history.losses[-1]:.2f} ({', '.join(f'{x:.2f}' for x in per_step)})",
                                 refresh=False)
         else:
             if val_ids:
