@@ -309,3 +309,36 @@ def test_real_sweep_of_k_and_of_a_low_threshold(tmp_path: Path, offline_pair) ->
                                      cache=cache, pool=pool, progress=False).rows()[0]
     assert low_threshold["identical"] and low_threshold["max_tokens_per_pass"] > 2
     pool.release()
+
+
+def test_rows_and_recommendations_carry_the_spread_over_repeats() -> None:
+    from utils.tuning.autotune import recommendation_rows, verdict
+
+    def repeated(point: sweeps.SweepPoint, prompts, plain_times, candidate_times) -> sweeps.PointResult:
+        records = []
+        for prompt in prompts:
+            records.append(record(mode="plain", setting="greedy", prompt_id=prompt.id, task=prompt.task,
+                                  wall_seconds=sorted(plain_times)[1], wall_seconds_all=list(plain_times)))
+            records.append(record(prompt_id=prompt.id, task=prompt.task, wall_seconds=sorted(candidate_times)[1],
+                                  wall_seconds_all=list(candidate_times), identical_to_plain=True,
+                                  speedup_vs_plain=sorted(plain_times)[1] / sorted(candidate_times)[1]))
+        return sweeps.PointResult(point, records)
+
+    prompts = PROMPTS[:1]  # one code prompt
+    k1, k2 = sweeps.k_points([1, 2])
+    # repeat by repeat: K=1 1.25x, 0.8x, 1.0x (straddles 1); K=2 1.2x, 1.1x, 1.3x (faster in every repeat)
+    result = sweeps.SweepResult("K", "fake", "CPU", [repeated(k1, prompts, (1.0, 1.0, 1.0), (0.8, 1.25, 1.0)),
+                                                     repeated(k2, prompts, (1.2, 1.1, 1.3), (1.0, 1.0, 1.0))],
+                                list(prompts))
+    rows = {row["value"]: row for row in result.rows()}
+    assert rows[1]["repeats"] == 3
+    assert (rows[1]["slowest_repeat"], rows[1]["fastest_repeat"]) == pytest.approx((0.8, 1.25))
+    assert (rows[2]["slowest_repeat"], rows[2]["fastest_repeat"]) == pytest.approx((1.1, 1.3))
+    recommended = {row["scope"]: row for row in recommendation_rows(result)}["task: code"]
+    assert recommended["recommended"] == "K=2" and recommended["spread over repeats"] == "1.10x-1.30x (3 repeats)"
+    assert recommended["verdict"] == "speculation pays off"
+    assert verdict(1.2, 0.05, (0.9, 1.4)).startswith("no clear verdict")
+    assert verdict(1.02, 0.05, (0.9, 1.4)).startswith("break-even")
+    assert verdict(0.8, 0.05, (0.7, 0.9)).startswith("slower")
+    no_repeats = {row["scope"]: row for row in recommendation_rows(fake_sweep(sweeps.k_points([1, 2])))}
+    assert no_repeats["task: code"]["spread over repeats"] == "one repeat"

@@ -371,15 +371,30 @@ def theory_rows(k_rows: Sequence[dict], cost_model: MeasuredStepTimes) -> list[d
     return rows
 
 
-def verdict(speedup: float | None, tolerance: float = 0.05) -> str:
-    """Plain words for a measured speed-up: pays off, break-even (within tolerance) or slower."""
+def verdict(speedup: float | None, tolerance: float = 0.05,
+            spread: tuple[float | None, float | None] = (None, None)) -> str:
+    """Plain words for a measured speed-up: pays off, break-even (within tolerance), unclear or slower.
+
+    spread: the slowest and fastest repeat (`utils.tuning.sweeps.repeat_spread`); a speed-up whose repeats fall on
+    both sides of 1.00x has no clear verdict, however far its median is from 1.
+    """
     if speedup is None:
         return "not comparable (token counts differed)"
+    if abs(speedup - 1.0) < tolerance:
+        return f"break-even (within {tolerance:.0%}): plain decoding is simpler"
+    slowest, fastest = spread
+    if slowest is not None and fastest is not None and slowest < 1.0 < fastest:
+        return "no clear verdict: the repeats fall on both sides of 1.00x"
     if speedup >= 1.0 + tolerance:
         return "speculation pays off"
-    if speedup > 1.0 - tolerance:
-        return f"break-even (within {tolerance:.0%}): plain decoding is simpler"
     return "slower than plain decoding: do not speculate"
+
+
+def spread_text(row: dict) -> str:
+    """"1.05x-1.21x (3 repeats)" from a sweep row, or "one repeat" when there is nothing to spread."""
+    if row.get("repeats", 0) < 2 or row.get("slowest_repeat") is None:
+        return "one repeat"
+    return f"{row['slowest_repeat']:.2f}x-{row['fastest_repeat']:.2f}x ({row['repeats']} repeats)"
 
 
 def _value_text(knob: str, value: Any) -> str:
@@ -401,8 +416,8 @@ def recommendation_rows(
 
     Sweeps are `utils.tuning.sweeps.SweepResult`s; concurrency is the row list of
     `utils.tuning.concurrency.measure_concurrency`. Each row names the best measured
-    setting, its speed-up over plain decoding (throughput ratio for load rows)
-    and a verdict.
+    setting, its speed-up over plain decoding (throughput ratio for load rows),
+    the spread of that speed-up over repeats, and a verdict that reads the spread.
     """
     rows = []
     scopes = [("task", "task"), ("prompt length", "length"), ("all prompts", None)]
@@ -419,14 +434,16 @@ def recommendation_rows(
                                    if group in best_threshold else "-"),
                 "recommended": _value_text(winner["knob"], winner["value"]),
                 "speed-up": winner["speedup"],
+                "spread over repeats": spread_text(winner),
                 "outputs identical": winner["identical"],
-                "verdict": verdict(winner["speedup"], tolerance),
+                "verdict": verdict(winner["speedup"], tolerance, (winner["slowest_repeat"], winner["fastest_repeat"])),
             })
     if draft_sweep is not None:
         for _, best in draft_sweep.best(None).items():
             rows.append({"scope": "draft model and precision", "best K": "-", "best threshold": "-",
                          "recommended": str(best["value"]), "speed-up": best["speedup"],
-                         "outputs identical": best["identical"], "verdict": verdict(best["speedup"], tolerance)})
+                         "spread over repeats": spread_text(best), "outputs identical": best["identical"],
+                         "verdict": verdict(best["speedup"], tolerance, (best["slowest_repeat"], best["fastest_repeat"]))})
     if concurrency:
         by_level = {(row["concurrency"], row["mode"]): row for row in concurrency}
         for level in sorted({row["concurrency"] for row in concurrency}):
@@ -434,6 +451,7 @@ def recommendation_rows(
             ratio = speculative["throughput_vs_plain"]
             rows.append({"scope": f"load: {level} request(s) at once", "best K": "-", "best threshold": "-",
                          "recommended": "speculative" if ratio >= 1.0 else "plain",
-                         "speed-up": ratio, "outputs identical": speculative["identical_to_plain"],
+                         "speed-up": ratio, "spread over repeats": "one run",
+                         "outputs identical": speculative["identical_to_plain"],
                          "verdict": verdict(ratio, tolerance)})
     return rows

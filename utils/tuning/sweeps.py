@@ -30,6 +30,10 @@ next door: `utils.tuning.concurrency` (several requests at once) and
 
 Heavy imports (openvino_genai) happen inside functions.
 
+Why one module: a sweep's points, its runner, its cache key and its results are one life cycle over the same
+types (a point is measured, keyed, cached and summarised as one object); split apart, every change to a point
+would touch three modules.
+
 Used in notebook sections: 05 Parameters.
 """
 from __future__ import annotations
@@ -38,11 +42,12 @@ import functools
 import hashlib
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from utils.decoding import decoding_metrics
 from utils.decoding.generation import DecodingSettings, GenerationRecord, compare_with_plain, measure_side_by_side
+from utils.decoding.generation_reports import speedup_by_task
 from utils.decoding.pipelines import check_draft_folder, check_main_folder, main_model_properties
 from utils.decoding.prompts import Prompt, as_prompt, select_prompts
 from utils.models.model_catalogue import ModelPair
@@ -142,7 +147,7 @@ class TuningGrid:
 SMALL_GRID = TuningGrid(
     ks=(1, 2, 3, 4, 6), thresholds=(0.2, 0.5, 0.8),
     drafts=(("int4", "f32"), ("int4", "bf16"), ("int8", "f32"), ("fp16", "f32")),
-    concurrencies=(1, 2, 4), max_new_tokens=32, repeats=1, step_repeats=5, long_prompts=2,
+    concurrencies=(1, 2, 4), max_new_tokens=32, repeats=3, step_repeats=5, long_prompts=2,
     tuner_budget_seconds=120)
 QUICK_GRID = TuningGrid(
     ks=(1, 2, 4), thresholds=(0.5,), drafts=(("int4", "f32"), ("int8", "f32")),
@@ -218,6 +223,22 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     }
 
 
+def repeat_spread(candidates: Sequence[GenerationRecord],
+                  plain: Sequence[GenerationRecord]) -> tuple[int, float | None, float | None]:
+    """(repeats, slowest, fastest) speed-up of one group of prompts over the repeats of an interleaved run.
+
+    Repeat i is one sample: total plain time / total candidate time over the group's prompts in that repeat, as in
+    `utils.decoding.generation_reports.speedup_by_task` (which computes it). (0, None, None) without repeat times.
+    """
+    prompt_ids = {record.prompt_id for record in candidates}
+    group = [replace(record, task="group", setting="candidate") for record in candidates]
+    base = [replace(record, task="group") for record in plain if record.prompt_id in prompt_ids]
+    rows = speedup_by_task(base + group)
+    if not rows or rows[0]["slowest repeat"] is None:
+        return 0, None, None
+    return rows[0]["repeats"], rows[0]["slowest repeat"], rows[0]["fastest repeat"]
+
+
 @dataclass
 class PointResult:
     """One measured sweep point: its compared records (plain references and the candidate)."""
@@ -252,7 +273,9 @@ class SweepResult:
     def rows(self, by: str | None = None, prompt_ids: Sequence[str] | None = None) -> list[dict]:
         """One row per (point, group); by = None (all prompts), 'task', 'length' or 'prompt'.
 
-        prompt_ids restricts the summary to those prompts (e.g. the auto-tuner's sample).
+        Each row has `summarise_records`' fields and the spread over repeats (`repeat_spread`): repeats,
+        slowest_repeat, fastest_repeat. prompt_ids restricts the summary to those prompts (e.g. the auto-tuner's
+        sample).
         """
         lengths = {prompt.id: prompt.length for prompt in self.prompts}
         rows = []
@@ -264,6 +287,7 @@ class SweepResult:
                 groups.setdefault(_group_of(record, by, lengths), []).append(record)
             k = result.point.settings.num_assistant_tokens
             for group, members in groups.items():
+                repeats, slowest, fastest = repeat_spread(members, result.plain_records)
                 rows.append({
                     "knob": result.point.knob,
                     "value": result.point.value,
@@ -271,6 +295,9 @@ class SweepResult:
                     "pipeline": result.point.pipeline.label,
                     **summarise_records(members, k if result.point.settings.assistant_confidence_threshold is None
                                         else None),
+                    "repeats": repeats,
+                    "slowest_repeat": slowest,
+                    "fastest_repeat": fastest,
                     "from_cache": result.from_cache,
                 })
         return rows
