@@ -31,7 +31,7 @@ def test_folders_are_named_after_the_main_and_the_preset(tmp_path: Path) -> None
     assert folders.data == tmp_path / "smollm2-135m-eagle3-reference-data"
     assert folders.hidden.name == "smollm2-135m-eagle3-reference-hidden"
     assert folders.head.name == "smollm2-135m-eagle3-reference-hf"
-    assert folders.exported.name == "smollm2-135m-eagle3-reference-fp16-ov"
+    assert folders.exported.name == "smollm2-135m-eagle3-reference-int8-ov"  # the reference preset exports int8
     assert eagle3_folders(get_settings("quick", weight_format="int8"), MAIN, tmp_path).exported.name.endswith("int8-ov")
 
 
@@ -54,6 +54,9 @@ def test_recipes_follow_what_decides_each_stage(tmp_path: Path) -> None:
     assert data_recipe(quick, MAIN.openvino) != data_recipe(more_data, MAIN.openvino)
     assert hidden_recipe(quick, MAIN.openvino, data) == hidden_recipe(longer_training, MAIN.openvino, data)
     assert head_recipe(quick, hidden, MAIN.hf) != head_recipe(longer_training, hidden, MAIN.hf)
+    # the export's weight format decides the exported folder, not the trained weights
+    assert head_recipe(quick, hidden, MAIN.hf) == head_recipe(get_settings("quick", weight_format="int8"), hidden,
+                                                             MAIN.hf)
 
 
 def test_held_out_prompts_are_found_whatever_their_spacing() -> None:

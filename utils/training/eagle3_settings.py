@@ -98,9 +98,10 @@ PRESETS: dict[str, Eagle3Settings] = {
     # every stage in a few minutes on 2 cores (the test command's quick run): it must run and stay lossless
     "quick": Eagle3Settings(),
     # the notebook's reference run: 30 times the data, longer answers, ten minutes of training (data, not minutes, is
-    # what a head of this size lacks on 2 cores: its training loss falls far below its validation loss)
+    # what a head of this size lacks on 2 cores: its training loss falls far below its validation loss); int8
+    # weights for a cheaper draft step (the main decides every token, so the output stays exact; 08 §7 prints c)
     "reference": Eagle3Settings(name="reference", prompts=960, answer_max_tokens=128, concurrent_sequences=64,
-                                epochs=30.0, max_training_minutes=10.0),
+                                epochs=30.0, max_training_minutes=10.0, weight_format="int8"),
 }
 
 
@@ -157,8 +158,10 @@ def hidden_recipe(settings: Eagle3Settings, main_ov_dir: Path, data_dir: Path) -
 
 
 def head_recipe(settings: Eagle3Settings, hidden_dir: Path, main_hf_dir: Path) -> dict:
-    """What the trained head depends on: the tapped states, the main's weights, every setting, torch."""
-    return {"recipe_version": RECIPE_VERSION, "stage": "eagle3-head", "settings": settings.as_dict(),
+    """What the trained head depends on: the tapped states, the main's weights, every setting but the export's
+    weight format (its own folder's recipe), torch."""
+    trained_by = {key: value for key, value in settings.as_dict().items() if key != "weight_format"}
+    return {"recipe_version": RECIPE_VERSION, "stage": "eagle3-head", "settings": trained_by,
             "hidden_recipe": (read_marker(hidden_dir) or {}).get("recipe"),
             "main_hf_recipe": (read_marker(main_hf_dir) or {}).get("recipe"),
             "versions": package_versions(("torch",), with_python=False)}
