@@ -342,3 +342,11 @@ def test_rows_and_recommendations_carry_the_spread_over_repeats() -> None:
     assert verdict(0.8, 0.05, (0.7, 0.9)).startswith("slower")
     no_repeats = {row["scope"]: row for row in recommendation_rows(fake_sweep(sweeps.k_points([1, 2])))}
     assert no_repeats["task: code"]["spread over repeats"] == "one repeat"
+    # under load: repeat i's throughput ratio is (speculative tokens / its wall) / (plain tokens / its wall)
+    load = [{"concurrency": 2, "mode": "plain", "generated_tokens": 20, "tokens_per_second": 10.0,
+             "wall_seconds_all": [2.0, 2.0], "throughput_vs_plain": 1.0, "identical_to_plain": True},
+            {"concurrency": 2, "mode": "speculative", "generated_tokens": 20, "tokens_per_second": 8.0,
+             "wall_seconds_all": [2.5, 1.6], "throughput_vs_plain": 0.8, "identical_to_plain": True}]
+    under_load = {row["scope"]: row for row in recommendation_rows(result, concurrency=load)}["load: 2 request(s) at once"]
+    assert under_load["spread over repeats"] == "0.80x-1.25x (2 repeats)"
+    assert under_load["verdict"].startswith("no clear verdict")

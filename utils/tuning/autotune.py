@@ -397,6 +397,20 @@ def spread_text(row: dict) -> str:
     return f"{row['slowest_repeat']:.2f}x-{row['fastest_repeat']:.2f}x ({row['repeats']} repeats)"
 
 
+def load_spread(plain: dict, speculative: dict) -> dict:
+    """The spread of a `measure_concurrency` level's throughput ratio over its repeats, in sweep-row keys.
+
+    Repeat i is one sample: speculative tokens per second over plain tokens per second in that repeat (the two
+    alternate, so repeat i of both ran side by side).
+    """
+    pairs = list(zip(plain.get("wall_seconds_all", []), speculative.get("wall_seconds_all", []), strict=False))
+    samples = [(speculative["generated_tokens"] / spec_wall) / (plain["generated_tokens"] / plain_wall)
+               for plain_wall, spec_wall in pairs if plain_wall > 0 and spec_wall > 0]
+    if not samples:
+        return {"repeats": 0, "slowest_repeat": None, "fastest_repeat": None}
+    return {"repeats": len(samples), "slowest_repeat": min(samples), "fastest_repeat": max(samples)}
+
+
 def _value_text(knob: str, value: Any) -> str:
     if knob == K_KNOB:
         return f"K={value}"
@@ -449,9 +463,10 @@ def recommendation_rows(
         for level in sorted({row["concurrency"] for row in concurrency}):
             speculative = by_level[(level, "speculative")]
             ratio = speculative["throughput_vs_plain"]
+            spread = load_spread(by_level[(level, "plain")], speculative)
             rows.append({"scope": f"load: {level} request(s) at once", "best K": "-", "best threshold": "-",
                          "recommended": "speculative" if ratio >= 1.0 else "plain",
-                         "speed-up": ratio, "spread over repeats": "one run",
+                         "speed-up": ratio, "spread over repeats": spread_text(spread),
                          "outputs identical": speculative["identical_to_plain"],
-                         "verdict": verdict(ratio, tolerance)})
+                         "verdict": verdict(ratio, tolerance, (spread["slowest_repeat"], spread["fastest_repeat"]))})
     return rows
