@@ -16,6 +16,7 @@ from utils.maintenance.notebook_outputs import (
     WIDGET_VIEW_MIME,
     clean_outputs,
     code_fingerprint,
+    empty_result_cache,
     environment_fingerprint,
     main,
     source_fingerprints,
@@ -87,6 +88,18 @@ def test_clean_outputs_removes_noise_and_keeps_results() -> None:
     assert cell.outputs[0].text == "100%|##########| 3/3\n"
     assert cell.outputs[1].text == "<Pipeline object at 0x…>\n"
     assert cell.outputs[2].data["text/plain"] == "<Figure at 0x…>"
+
+
+def test_a_reference_run_starts_from_an_empty_result_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from utils.tuning.result_cache import ResultCache
+
+    monkeypatch.setenv("SPECDEC_BUILD_DIR", str(tmp_path))
+    cache = ResultCache()
+    cache.put({"kind": "sweep", "point": 1}, {"seconds": 0.5})
+    assert cache.get({"kind": "sweep", "point": 1}) == {"seconds": 0.5}
+    assert empty_result_cache() == 1
+    assert cache.get({"kind": "sweep", "point": 1}) is None  # the next run measures it again
+    assert empty_result_cache() == 0
 
 
 def test_check_command_reports_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
