@@ -16,7 +16,6 @@ from utils.maintenance.notebook_outputs import (
     WIDGET_VIEW_MIME,
     clean_outputs,
     code_fingerprint,
-    empty_result_cache,
     environment_fingerprint,
     main,
     source_fingerprints,
@@ -91,15 +90,26 @@ def test_clean_outputs_removes_noise_and_keeps_results() -> None:
 
 
 def test_a_reference_run_starts_from_an_empty_result_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from utils.maintenance import run_notebooks
+    from utils.maintenance.notebook_outputs import refresh
     from utils.tuning.result_cache import ResultCache
 
     monkeypatch.setenv("SPECDEC_BUILD_DIR", str(tmp_path))
-    cache = ResultCache()
-    cache.put({"kind": "sweep", "point": 1}, {"seconds": 0.5})
-    assert cache.get({"kind": "sweep", "point": 1}) == {"seconds": 0.5}
-    assert empty_result_cache() == 1
-    assert cache.get({"kind": "sweep", "point": 1}) is None  # the next run measures it again
-    assert empty_result_cache() == 0
+    key = {"kind": "sweep", "point": 1}
+    ResultCache().put(key, {"seconds": 0.5})
+    seen = []
+
+    def fake_run(notebook_path: Path, work_dir: Path, cell_timeout: int) -> run_notebooks.NotebookOutcome:
+        seen.append(ResultCache().get(key))  # what the notebook's kernel would find in the cache
+        return run_notebooks.NotebookOutcome(notebook_path.name, "python3", "FAILED", 0.0, error_name="Stop")
+
+    monkeypatch.setattr(run_notebooks, "run_notebook", fake_run)
+    notebook = tmp_path / "05.ipynb"
+    nbformat.write(executed_notebook("x = 1"), notebook)
+    written = notebook.read_bytes()
+    ok, _ = refresh(notebook, tmp_path / "work", cell_timeout=10)
+    assert seen == [None]  # the run measured afresh: the cached result was gone before it started
+    assert not ok and notebook.read_bytes() == written  # a failed run leaves the committed notebook alone
 
 
 def test_check_command_reports_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,9 +23,9 @@ seconds each section took (`section_seconds`), which the teacher's guide's
 workshop track is built from; after the runs the command writes the README's
 images from the stored outputs (`utils.maintenance.readme_images`) and the times
 the README and the teacher's guide quote (`utils.maintenance.run_times`).
-Before the runs it empties notebook 05's result cache (`utils.tuning.result_cache`): a
-reference run measures every timing it stores (a refresh that reused cached sweeps
-once recorded 51 s for a notebook that takes ten minutes).
+Before each notebook runs, `refresh` empties notebook 05's result cache
+(`utils.tuning.result_cache`): a reference run measures every timing it stores (a
+refresh that reused cached sweeps once recorded 51 s for a notebook that takes ten minutes).
 """
 from __future__ import annotations
 
@@ -275,7 +275,9 @@ def refresh(notebook_path: Path, work_dir: Path, cell_timeout: int) -> tuple[boo
     import nbformat
 
     from utils.maintenance.run_notebooks import PASSED, run_notebook
+    from utils.tuning.result_cache import ResultCache
 
+    ResultCache().clear()  # a reference run measures every timing it stores, none comes from an earlier run
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     outcome = run_notebook(notebook_path, work_dir, cell_timeout=cell_timeout)
     if outcome.status != PASSED:
@@ -291,13 +293,6 @@ def refresh(notebook_path: Path, work_dir: Path, cell_timeout: int) -> tuple[boo
     size = notebook_path.stat().st_size
     note = f" (warning: {size / 1e6:.1f} MB; GitHub renders notebooks up to a few MB)" if size > MAX_NOTEBOOK_BYTES else ""
     return True, f"{notebook_path.name}: outputs refreshed in {outcome.seconds:.0f} s, {size / 1e3:.0f} kB{note}"
-
-
-def empty_result_cache() -> int:
-    """Delete the cached sweep results, so that a reference run measures everything it stores; returns how many."""
-    from utils.tuning.result_cache import ResultCache
-
-    return ResultCache().clear()
 
 
 def describe_reference_run(notebook: Any) -> str:
@@ -333,8 +328,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if stale else 0
     work_dir = build_dir() / "reference-run"
     os.environ.pop("MPLBACKEND", None)  # the kernels must draw inline plots into the outputs
-    emptied = empty_result_cache()
-    print(f"emptied the result cache ({emptied} cached results): every stored timing is measured in this run")
     failures = 0
     for path in notebooks:
         print(f"running {path.name} ...", flush=True)
