@@ -78,3 +78,14 @@ def test_missing_inputs_raise_before_any_work(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(ds.DraftTrainingError, match="missing or incomplete"):
         dx.prepare_exported_draft(tiny_settings(), main)
     assert not list(tmp_path.iterdir())  # nothing was made
+
+
+def test_integer_settings_refuse_booleans_and_store_numpy_integers_as_ints() -> None:
+    import json
+
+    import numpy as np
+
+    with pytest.raises(ds.DraftTrainingError, match=r"layers must be an integer >= 1, got True"):
+        ds.DraftTrainingSettings(layers=True)
+    settings = ds.DraftTrainingSettings(batch_size=np.int32(8))
+    assert type(settings.batch_size) is int and json.loads(json.dumps(settings.draft_settings()))["batch_size"] == 8

@@ -7,7 +7,7 @@ import torch
 
 from utils.training.eagle3_folder import ARCHITECTURE, head_config, state_dict_for_folder
 from utils.training.eagle3_head import Eagle3Head, HeadShape, shape_from_main_config, weight_names
-from utils.training.eagle3_hidden import TappedData, hidden_state_indices, length_batches, tapped_layers
+from utils.training.eagle3_hidden import TappedData, hidden_state_indices, tapped_layers
 from utils.training.eagle3_settings import Eagle3Error, get_settings
 from utils.training.eagle3_train import make_batch, split_samples, unroll_loss
 
@@ -170,14 +170,6 @@ def test_tapped_layers(layers, expected):
 def test_too_shallow_main_is_refused():
     with pytest.raises(Eagle3Error, match="at least 10"):
         tapped_layers(9)
-
-
-def test_length_batches_respect_the_budget():
-    lengths = [5, 100, 7, 60, 3, 90]
-    batches = length_batches(lengths, 120)
-    assert sorted(i for b in batches for i in b) == list(range(6))
-    for batch in batches:
-        assert len(batch) == 1 or max(lengths[i] for i in batch) * len(batch) <= 120
 
 
 def test_split_keeps_validation_apart():

@@ -57,6 +57,8 @@ def test_recipes_follow_what_decides_each_stage(tmp_path: Path) -> None:
     # the export's weight format decides the exported folder, not the trained weights
     assert head_recipe(quick, hidden, MAIN.hf) == head_recipe(get_settings("quick", weight_format="int8"), hidden,
                                                              MAIN.hf)
+    # nor does a preset's name: a head trained under one name is the same head under another
+    assert head_recipe(quick, hidden, MAIN.hf) == head_recipe(get_settings("quick", name="renamed"), hidden, MAIN.hf)
 
 
 def test_held_out_prompts_are_found_whatever_their_spacing() -> None:
@@ -85,3 +87,15 @@ def test_a_published_head_without_a_network_fails_in_seconds(unreachable_hubs: s
 def test_a_setting_can_be_named_after_its_draft() -> None:
     assert DecodingSettings("speculative", num_assistant_tokens=3).label == "K=3"
     assert DecodingSettings("speculative", num_assistant_tokens=3, name="EAGLE-3 head").label == "EAGLE-3 head"
+
+
+def test_integer_settings_refuse_booleans_and_floats_and_store_numpy_integers_as_ints() -> None:
+    import json
+
+    import numpy as np
+
+    for bad in (True, 2.0, "8"):
+        with pytest.raises(Eagle3Error, match=r"unroll_steps must be an integer >= 1"):
+            get_settings("quick", unroll_steps=bad)
+    settings = get_settings("quick", prompts=np.int64(12))
+    assert type(settings.prompts) is int and json.loads(json.dumps(settings.as_dict()))["prompts"] == 12

@@ -114,7 +114,7 @@ def main_written_token_ids(main_dir: Path, prompts: Sequence[str], max_new_token
     """
     import openvino_genai
 
-    from utils.training.draft_data import run_batched, text_token_ids
+    from utils.training.main_batches import run_batched, text_token_ids
 
     scheduler = openvino_genai.SchedulerConfig()
     scheduler.cache_size = 1  # GB, reserved once: plenty for the concurrent answers, and bounded

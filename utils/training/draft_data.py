@@ -36,6 +36,7 @@ from utils.training.draft_settings import (
     get_settings,
     require_complete,
 )
+from utils.training.main_batches import data_pipeline, generation_config, padded_prefills, run_batched, text_token_ids
 
 SAMPLES_FILE = "samples.jsonl"
 TEACHER_FILE = "teacher_topk.npz"
@@ -99,97 +100,20 @@ def choose_openers(count: int, steered_share: float, seed: int) -> list[tuple[st
     return chosen
 
 
-def text_token_ids(tokenizer: Any, text: str) -> list[int]:
-    """The token ids of `text` from an OpenVINO GenAI tokenizer, adding no special tokens (a chat template has them)."""
-    return [int(token) for token in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
-
-
-def _tensor(ids: Sequence[int]) -> Any:
-    import numpy as np
-    import openvino as ov
-
-    return ov.Tensor(np.asarray([ids], dtype=np.int64))
-
-
-def run_batched(pipeline: Any, requests: Sequence[tuple[list[int], Any]], description: str,
-                show_progress: bool = True, in_flight: int | None = None) -> tuple[list[list[int]], float]:
-    """Generate for every (input ids, GenerationConfig) on a ContinuousBatchingPipeline.
-
-    At most `in_flight` requests are queued at a time (None: all at once), a new one as each finishes; the
-    scheduler runs up to `max_num_seqs` of them together. (Queueing several hundred at once made the scheduler
-    keep admitting prompts while the running ones crawled: ten times slower here.) Tokens are streamed from each
-    request's handle after every step, so the progress bar shows finished requests and the true generation
-    throughput. Returns the generated ids per request and the wall time.
-    """
-    import openvino_genai
-    from tqdm.auto import tqdm
-
-    limit = len(requests) if in_flight is None else max(1, int(in_flight))
-    outputs: list[list[int]] = [[] for _ in requests]
-    active: dict[int, Any] = {}
-    queued = 0
-    generated = 0
-    started = time.perf_counter()
-    running = openvino_genai.GenerationStatus.RUNNING
-    with tqdm(total=len(requests), desc=description, unit="req", disable=not show_progress) as progress:
-        while queued < len(requests) or active:
-            while queued < len(requests) and len(active) < limit:
-                ids, config = requests[queued]
-                active[queued] = pipeline.add_request(queued, _tensor(ids), config)
-                queued += 1
-            if pipeline.has_non_finished_requests():
-                pipeline.step()
-            finished = 0
-            for index, handle in list(active.items()):
-                while handle.can_read():
-                    for output in handle.read().values():  # read() hands out the tokens new since the last read
-                        outputs[index] += [int(token) for token in output.generated_ids]
-                        generated += len(output.generated_ids)
-                if handle.get_status() != running and not handle.can_read():
-                    del active[index]
-                    finished += 1
-            if not pipeline.has_non_finished_requests() and active and not finished:
-                break  # nothing left to run: requests that never started (should not happen)
-            progress.update(finished)
-            progress.set_postfix_str(f"{generated} tokens, {generated / (time.perf_counter() - started):.0f} tokens/s",
-                                     refresh=False)
-    return outputs, time.perf_counter() - started
-
-
 def generate_samples(main_ov_dir: Path, settings: DraftTrainingSettings, device: str = "CPU",
                      show_progress: bool = True) -> tuple[list[Sample], dict]:
     """Let the main model write prompts and answers; return the samples and generation statistics."""
-    import openvino_genai
-
-    scheduler = openvino_genai.SchedulerConfig()
-    scheduler.cache_size = 1  # GB of KV cache, reserved once: plenty for the concurrent sequences, and bounded
-    scheduler.max_num_seqs = settings.concurrent_sequences
-    scheduler.max_num_batched_tokens = 2048
-    scheduler.dynamic_split_fuse = True
-    pipeline = openvino_genai.ContinuousBatchingPipeline(str(main_ov_dir), scheduler, device, {})
+    pipeline = data_pipeline(main_ov_dir, settings.concurrent_sequences, device)
     tokenizer = pipeline.get_tokenizer()
     end_id = int(tokenizer.get_eos_token_id())
     before, after = chat_template_parts(tokenizer)
     after_ids = text_token_ids(tokenizer, after)
 
-    def config(sampled: bool, max_new_tokens: int, seed: int) -> Any:
-        generation = openvino_genai.GenerationConfig()
-        generation.max_new_tokens = max_new_tokens
-        generation.eos_token_id = end_id
-        generation.stop_token_ids = {end_id}
-        generation.do_sample = sampled
-        if sampled:
-            generation.temperature = settings.sampling_temperature
-            generation.top_p = 0.95
-            generation.rng_seed = seed
-        return generation
-
     # 1. prompts, sampled at temperature 1 after the user tag (and an optional opener)
     openers = choose_openers(settings.prompts, settings.steered_share, settings.seed)
     prompt_requests = []
     for index, (_, opener) in enumerate(openers):
-        prompt_config = config(True, settings.prompt_max_tokens, settings.seed * 100003 + index + 1)
-        prompt_config.temperature = 1.0
+        prompt_config = generation_config(end_id, settings.prompt_max_tokens, 1.0, settings.seed * 100003 + index + 1)
         prompt_requests.append((text_token_ids(tokenizer, before + opener), prompt_config))
     continuations, prompt_seconds = run_batched(pipeline, prompt_requests, "1/2 prompts", show_progress)
     prompt_tokens = sum(len(ids) for ids in continuations)
@@ -208,8 +132,9 @@ def generate_samples(main_ov_dir: Path, settings: DraftTrainingSettings, device:
         input_ids = prefix_ids + text_token_ids(tokenizer, text) + after_ids
         for copy in range(1 + settings.sampled_answers):
             sampled = copy > 0
-            answer_requests.append((input_ids, config(sampled, settings.answer_max_tokens,
-                                                      settings.seed * 100003 + 50000 + index * 7 + copy)))
+            temperature = settings.sampling_temperature if sampled else None
+            answer_requests.append((input_ids, generation_config(end_id, settings.answer_max_tokens, temperature,
+                                                                 settings.seed * 100003 + 50000 + index * 7 + copy)))
             answer_meta.append((task, opener, "sampled" if sampled else "greedy", text, input_ids, len(prefix_ids)))
     answers, answer_seconds = run_batched(pipeline, answer_requests, "2/2 answers", show_progress)
     answer_tokens = sum(len(ids) for ids in answers)
@@ -252,35 +177,14 @@ def teacher_top_k(main_ov_dir: Path, samples: Sequence[Sample], top_k: int, devi
     core = ov.Core()
     compiled = core.compile_model(str(Path(main_ov_dir) / "openvino_model.xml"), device)
     request = compiled.create_infer_request()
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i].token_ids))
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for index in order:
-        longest = max([len(samples[i].token_ids) for i in current] + [len(samples[index].token_ids)])
-        if current and longest * (len(current) + 1) > batch_tokens:
-            batches.append(current)
-            current = []
-        current.append(index)
-    if current:
-        batches.append(current)
     ids_per_sample: list[Any] = [None] * len(samples)
     logprobs_per_sample: list[Any] = [None] * len(samples)
     started = time.perf_counter()
     done_tokens = 0
     with tqdm(total=sum(len(s.token_ids) for s in samples), desc="teacher top-k", unit="tok",
               disable=not show_progress) as progress:
-        for batch in batches:
-            length = max(len(samples[i].token_ids) for i in batch)
-            input_ids = np.zeros((len(batch), length), dtype=np.int64)
-            mask = np.zeros((len(batch), length), dtype=np.int64)
-            for row, index in enumerate(batch):
-                tokens = samples[index].token_ids
-                input_ids[row, :len(tokens)] = tokens
-                mask[row, :len(tokens)] = 1
-            positions = np.broadcast_to(np.arange(length, dtype=np.int64), (len(batch), length)).copy()
-            request.reset_state()
-            request.infer({"input_ids": input_ids, "attention_mask": mask, "position_ids": positions,
-                           "beam_idx": np.arange(len(batch), dtype=np.int32)})
+        for batch in padded_prefills(request, [sample.token_ids for sample in samples], batch_tokens):
+            batch_positions = sum(len(samples[i].token_ids) for i in batch)
             logits = torch.from_numpy(request.get_tensor("logits").data.copy()).float()
             logprobs = torch.log_softmax(logits, dim=-1)
             values, indices = logprobs.topk(top_k, dim=-1)
@@ -288,8 +192,8 @@ def teacher_top_k(main_ov_dir: Path, samples: Sequence[Sample], top_k: int, devi
                 size = len(samples[index].token_ids)
                 ids_per_sample[index] = indices[row, :size].to(torch.int32).numpy()
                 logprobs_per_sample[index] = values[row, :size].to(torch.float16).numpy()
-            done_tokens += int(mask.sum())
-            progress.update(int(mask.sum()))
+            done_tokens += batch_positions
+            progress.update(batch_positions)
             progress.set_postfix_str(f"{done_tokens / (time.perf_counter() - started):.0f} tokens/s")
     return (np.concatenate(ids_per_sample), np.concatenate(logprobs_per_sample), time.perf_counter() - started)
 

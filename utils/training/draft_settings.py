@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from utils.input_checks import as_integer
 from utils.models.atomic_folder import read_marker
 from utils.models.model_check import is_complete
 from utils.paths import models_dir
@@ -76,10 +77,8 @@ class DraftTrainingSettings:
     def __post_init__(self) -> None:
         positive_ints = ("prompts", "prompt_max_tokens", "answer_max_tokens", "concurrent_sequences", "hidden_size",
                          "layers", "attention_heads", "key_value_heads", "intermediate_size", "batch_size")
-        for name in positive_ints:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DraftTrainingError(f"{name} must be an integer >= 1, got {value!r}.")
+        for name in positive_ints:  # stored as plain ints: a NumPy integer would not go into a JSON recipe
+            object.__setattr__(self, name, as_integer(getattr(self, name), name, minimum=1, error=DraftTrainingError))
         if self.sampled_answers < 0 or self.teacher_top_k < 0 or self.warmup_steps < 0:
             raise DraftTrainingError("sampled_answers, teacher_top_k and warmup_steps must be >= 0.")
         if not 0.0 <= self.steered_share <= 1.0 or not 0.0 <= self.distill_weight <= 1.0:

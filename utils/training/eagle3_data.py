@@ -3,8 +3,8 @@
 A head learns to guess what *this* main says next, so its data is the main's
 own greedy answers. The user prompts are sampled from the main right after its
 chat template's user tag, most of them started by a task opener, exactly as
-notebook 06's draft data is (`utils.training.draft_data`: the openers, the
-template parts and the batched loop are shared). Only greedy answers are kept:
+notebook 06's draft data is (the openers and template parts of
+`utils.training.draft_data`, the batched loop of `utils.training.main_batches`). Only greedy answers are kept:
 under greedy verification they are what the main accepts. The benchmark
 prompts of `utils.decoding.prompts` are held out: a sampled prompt equal to
 one of them is dropped, and `held_out_overlap` checks that none is left.
@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from utils.models.atomic_folder import atomic_folder, is_up_to_date
 from utils.training.draft_settings import MainModel, require_complete
@@ -60,35 +59,19 @@ def held_out_overlap(user_texts: Iterable[str], held_out: Sequence[str]) -> list
 def generate_samples(main_ov_dir: Path, settings: Eagle3Settings, held_out: Sequence[str] = (), device: str = "CPU",
                      show_progress: bool = True) -> tuple[list[Eagle3Sample], dict]:
     """Let the main write `settings.prompts` user prompts and answer each greedily; return samples and statistics."""
-    import openvino_genai
+    from utils.training.draft_data import chat_template_parts, choose_openers
+    from utils.training.main_batches import data_pipeline, generation_config, run_batched, text_token_ids
 
-    from utils.training.draft_data import chat_template_parts, choose_openers, run_batched, text_token_ids
-
-    scheduler = openvino_genai.SchedulerConfig()
-    scheduler.cache_size = 1  # GB of KV cache
-    scheduler.max_num_seqs = settings.concurrent_sequences
-    scheduler.max_num_batched_tokens = 2048
-    scheduler.dynamic_split_fuse = True
-    pipeline = openvino_genai.ContinuousBatchingPipeline(str(main_ov_dir), scheduler, device, {})
+    pipeline = data_pipeline(main_ov_dir, settings.concurrent_sequences, device)
     tokenizer = pipeline.get_tokenizer()
     end_id = int(tokenizer.get_eos_token_id())
     before, after = chat_template_parts(tokenizer)
     before_ids, after_ids = text_token_ids(tokenizer, before), text_token_ids(tokenizer, after)
 
-    def config(max_new_tokens: int, seed: int | None) -> Any:
-        generation = openvino_genai.GenerationConfig()
-        generation.max_new_tokens = max_new_tokens
-        generation.stop_token_ids = {end_id}
-        generation.eos_token_id = end_id
-        if seed is not None:  # the prompts are sampled; the answers are greedy
-            generation.do_sample, generation.temperature, generation.top_p = True, 1.0, 0.95
-            generation.rng_seed = seed
-        return generation
-
     in_flight = 2 * settings.concurrent_sequences
     openers = choose_openers(settings.prompts, settings.steered_share, settings.seed)
     prompt_requests = [(text_token_ids(tokenizer, before + opener),
-                        config(settings.prompt_max_tokens, settings.seed * 100_003 + index + 1))
+                        generation_config(end_id, settings.prompt_max_tokens, 1.0, settings.seed * 100_003 + index + 1))
                        for index, (_, opener) in enumerate(openers)]
     continuations, prompt_seconds = run_batched(pipeline, prompt_requests, "1/2 prompts", show_progress, in_flight)
     held = {normalise(text) for text in held_out}
@@ -98,7 +81,8 @@ def generate_samples(main_ov_dir: Path, settings: Eagle3Settings, held_out: Sequ
         if len(text) >= 8 and normalise(text) not in held:
             prompts.append((task, opener, text))
     inputs = [before_ids + text_token_ids(tokenizer, text) + after_ids for _, _, text in prompts]
-    answers, answer_seconds = run_batched(pipeline, [(ids, config(settings.answer_max_tokens, None)) for ids in inputs],
+    answers, answer_seconds = run_batched(pipeline, [(ids, generation_config(end_id, settings.answer_max_tokens))
+                                                     for ids in inputs],
                                           "2/2 answers", show_progress, in_flight)
     samples = [Eagle3Sample(index, task, opener, text, ids + answer, len(ids))
                for index, ((task, opener, text), ids, answer) in enumerate(zip(prompts, inputs, answers, strict=True))

@@ -16,7 +16,6 @@ Used in notebook sections: 08 §1.
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from utils.models.atomic_folder import atomic_folder, is_up_to_date
 from utils.training.draft_settings import MainModel, require_complete
 from utils.training.eagle3_checks import MIN_MAIN_LAYERS
 from utils.training.eagle3_settings import Eagle3Error, Eagle3Settings, eagle3_folders, hidden_recipe
+from utils.training.main_batches import length_batches, padded_prefills
 
 HIDDEN_FILE = "hidden.npy"
 TOKENS_FILE = "tokens.npy"
@@ -65,22 +65,6 @@ class TappedData:
     @property
     def samples(self) -> int:
         return len(self.offsets) - 1
-
-
-def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
-    """Sample indices grouped by similar length so that a padded batch holds at most `batch_tokens` positions."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for index in order:
-        longest = max([lengths[i] for i in current] + [lengths[index]])
-        if current and longest * (len(current) + 1) > batch_tokens:
-            batches.append(current)
-            current = []
-        current.append(index)
-    if current:
-        batches.append(current)
-    return batches
 
 
 def _is_mlp_residual_add(node: Any) -> bool:
@@ -125,21 +109,11 @@ def tap_hidden_states(main_ov_dir: Path, sequences: Sequence[Sequence[int]], bat
     request = compiled.create_infer_request()
     tap_outputs = compiled.outputs[-3:]
     lengths = [len(s) for s in sequences]
-    batches = length_batches(lengths, batch_tokens)
-    random.Random(0).shuffle(batches)  # long and short batches mixed, so the progress bar's rate means something
     per_sample: dict[int, tuple[Any, Any]] = {}
     started = time.perf_counter()
-    for batch in tqdm(batches, desc="tapped states", unit="batch", disable=not show_progress):
-        longest = max(lengths[i] for i in batch)
-        ids = np.zeros((len(batch), longest), dtype=np.int64)
-        mask = np.zeros((len(batch), longest), dtype=np.int64)
-        for row, index in enumerate(batch):
-            ids[row, :lengths[index]] = sequences[index]
-            mask[row, :lengths[index]] = 1
-        positions = np.broadcast_to(np.arange(longest, dtype=np.int64), ids.shape).copy()
-        request.reset_state()
-        request.infer({"input_ids": ids, "attention_mask": mask, "position_ids": positions,
-                       "beam_idx": np.arange(len(batch), dtype=np.int32)})
+    batches = padded_prefills(request, sequences, batch_tokens, shuffle_seed=0)  # long and short mixed: a fair rate
+    for batch in tqdm(batches, desc="tapped states", unit="batch", total=len(length_batches(lengths, batch_tokens)),
+                      disable=not show_progress):
         argmax = request.get_tensor("logits").data.argmax(axis=-1)
         fused = np.concatenate([request.get_tensor(output).data for output in tap_outputs], axis=-1)
         for row, index in enumerate(batch):

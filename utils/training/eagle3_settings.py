@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from utils.input_checks import as_integer
 from utils.models.atomic_folder import read_marker
 from utils.paths import models_dir
 from utils.system.environment_report import package_versions
@@ -72,10 +73,8 @@ class Eagle3Settings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for key in _POSITIVE_INTEGERS:
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise Eagle3Error(f"{key} must be an integer >= 1, got {value!r}.")
+        for key in _POSITIVE_INTEGERS:  # stored as plain ints: a NumPy integer would not go into a JSON recipe
+            object.__setattr__(self, key, as_integer(getattr(self, key), key, minimum=1, error=Eagle3Error))
         if not 0.0 < self.step_weight <= 1.0:
             raise Eagle3Error(f"step_weight must lie in (0, 1], got {self.step_weight}.")
         if not 0.0 <= self.steered_share <= 1.0 or not 0.0 <= self.validation_share < 0.5:
@@ -159,8 +158,8 @@ def hidden_recipe(settings: Eagle3Settings, main_ov_dir: Path, data_dir: Path) -
 
 def head_recipe(settings: Eagle3Settings, hidden_dir: Path, main_hf_dir: Path) -> dict:
     """What the trained head depends on: the tapped states, the main's weights, every setting but the export's
-    weight format (its own folder's recipe), torch."""
-    trained_by = {key: value for key, value in settings.as_dict().items() if key != "weight_format"}
+    weight format (its own folder's recipe) and the preset's name (a label), torch."""
+    trained_by = {key: value for key, value in settings.as_dict().items() if key not in ("weight_format", "name")}
     return {"recipe_version": RECIPE_VERSION, "stage": "eagle3-head", "settings": trained_by,
             "hidden_recipe": (read_marker(hidden_dir) or {}).get("recipe"),
             "main_hf_recipe": (read_marker(main_hf_dir) or {}).get("recipe"),

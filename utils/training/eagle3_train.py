@@ -24,9 +24,10 @@ import torch
 from torch.nn import functional as F
 
 from utils.training.eagle3_head import Eagle3Head
-from utils.training.eagle3_hidden import TappedData, length_batches
+from utils.training.eagle3_hidden import TappedData
 from utils.training.eagle3_settings import Eagle3Error, Eagle3Settings
 from utils.training.eagle3_vocab import DraftVocabulary
+from utils.training.main_batches import length_batches
 
 
 @dataclass
