@@ -67,3 +67,42 @@ def test_a_main_model_without_its_tokenizer_files_gives_a_head_without_them(tmp_
     (bare / "config.json").write_text((offline_pair.hf / "config.json").read_text(encoding="utf-8"))
     with pytest.raises(Eagle3Error, match="tokenizer"):
         random_head_folder(MainModel(offline_pair.main, bare).hf, tmp_path / "head", draft_vocab_size=64)
+
+
+def test_a_chain_accuracy_row_implies_tokens_per_pass_from_its_shares() -> None:
+    from utils.training.eagle3_build import chain_accuracy_row
+
+    row = chain_accuracy_row("code", 120, [0.5, 0.25, 0.1])
+    assert row["answers of"] == "code" and row["answer positions"] == 120
+    assert [row[f"first {j} right"] for j in (1, 2, 3)] == [0.5, 0.25, 0.1]
+    assert [row[f"implied tokens per main pass, K = {k}"] for k in (1, 2, 3)] == pytest.approx([1.5, 1.75, 1.85])
+
+
+def test_answer_chain_accuracy_scores_a_head_on_the_mains_own_answers(exported_random_head, offline_pair,
+                                                                     tmp_path: Path) -> None:
+    import openvino_genai
+
+    from utils.decoding.pipelines import main_model_properties
+    from utils.training.draft_settings import main_folders
+    from utils.training.eagle3_build import answer_chain_accuracy
+    from utils.training.eagle3_settings import get_settings
+
+    main = main_folders("offline")
+    main_dir, exported = exported_random_head
+    head = exported.with_name("smollm2-135m-eagle3-random-hf")
+    pipeline = openvino_genai.LLMPipeline(str(main_dir), "CPU", **main_model_properties("f32"))
+    tokenizer = pipeline.get_tokenizer()
+    answers = []
+    for group, message in (("code", "Write a Python function that adds two numbers."), ("chat", "Why is the sky blue?"),
+                           ("chat", "Name three colours.")):
+        text = pipeline.generate(message, openvino_genai.GenerationConfig(max_new_tokens=12))
+        answers.append((group, message, [int(t) for t in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]))
+    rows = answer_chain_accuracy(head, main, answers, get_settings("quick"))
+    assert [row["answers of"] for row in rows] == ["code", "chat"]
+    assert rows[1]["answer positions"] == len(answers[1][2]) + len(answers[2][2])
+    for row in rows:
+        shares = [row[f"first {j} right"] for j in (1, 2, 3)]
+        assert all(0.0 <= share <= 1.0 for share in shares) and shares == sorted(shares, reverse=True)
+        assert row["implied tokens per main pass, K = 3"] == pytest.approx(1 + sum(shares))
+    with pytest.raises(ValueError, match="EAGLE-3 head"):
+        answer_chain_accuracy(tmp_path / "no-head", main, answers, get_settings("quick"))

@@ -5,9 +5,11 @@
 - `prepare_eagle3_head(settings, main)` - every stage of `utils.training.eagle3_settings` in order, each reused
   while its recipe matches; returns the exported head, ready for `openvino_genai.draft_model`;
 - `tree_mode_differences(main_dir, head_dir, prompts, ...)` - tree mode with the default KV cache and with an f32
-  one, counted against plain greedy output (the KV-cache trap).
+  one, counted against plain greedy output (the KV-cache trap);
+- `answer_chain_accuracy(head_dir, main, answers, settings)` - how well the head guesses on given answers of the main
+  (e.g. the held-out prompts' plain outputs), teacher-forced, beside its validation set.
 
-Used in notebook sections: 08 §3 §6 §8 §11.
+Used in notebook sections: 08 §3 §6 §7 §8 §11.
 """
 from __future__ import annotations
 
@@ -168,6 +170,60 @@ def tree_mode_differences(main_dir: Path, head_dir: Path, prompts: Sequence[Any]
                      "differing": differing, "tokens per main pass": sum(passes) / len(passes) if passes else None})
         del pipeline, draft
     return rows
+
+
+def answer_chain_accuracy(head_dir: Path, main: MainModel, answers: Sequence[tuple[str, str, Sequence[int]]],
+                          settings: Eagle3Settings, device: str = "CPU") -> list[dict]:
+    """How well a trained head guesses on given answers of the main, teacher-forced, per group.
+
+    `answers`: (group, user message, the main's greedy answer ids), e.g. the plain runs of a measurement. Each
+    message is put in the main's chat template as `LLMPipeline.generate` does, the main's tapped states over
+    template + answer come from the same prefill as the training data's, and the head (from `head_dir`, a folder of
+    `prepare_eagle3_head`) is scored like the validation set (`eagle3_train.evaluate_accuracy`, answer positions):
+    the share of positions where its first 1, 2, ... drafted tokens are all right. From those shares, the tokens per
+    main pass they imply at K = 1..`settings.unroll_steps`: 1 + the sum of the first K shares (a chain of K drafts
+    yields its longest right prefix plus the main's own token).
+    """
+    import numpy as np
+    import openvino_genai
+    import torch
+
+    from utils.training.eagle3_folder import load_head_folder
+    from utils.training.eagle3_head import load_main_embedding
+    from utils.training.eagle3_hidden import tap_hidden_states
+    from utils.training.eagle3_train import evaluate_accuracy
+    from utils.training.eagle3_vocab import vocabulary_from_d2t
+    from utils.training.main_batches import text_token_ids
+
+    require_complete(Path(head_dir), "trained EAGLE-3 head (Hugging Face layout)")
+    tokenizer = openvino_genai.Tokenizer(str(main.openvino))
+    sequences, answer_starts = [], []
+    for _, message, answer in answers:
+        templated = tokenizer.apply_chat_template([{"role": "user", "content": message}], add_generation_prompt=True)
+        prompt_ids = text_token_ids(tokenizer, templated)
+        sequences.append(prompt_ids + [int(token) for token in answer])
+        answer_starts.append(len(prompt_ids))
+    data, _ = tap_hidden_states(main.openvino, sequences, device=device, show_progress=False)
+    data.answer_starts = np.asarray(answer_starts, dtype=np.int64)
+    head = load_head_folder(Path(head_dir))
+    with torch.no_grad():
+        head.embed_tokens.weight.copy_(load_main_embedding(main.hf))
+    target_to_draft = vocabulary_from_d2t(head.d2t.numpy(), head.shape.vocab_size).target_to_draft()
+    rows = []
+    for group in dict.fromkeys(group for group, _, _ in answers):
+        members = [index for index, (name, _, _) in enumerate(answers) if name == group]
+        shares = evaluate_accuracy(head, data, members, settings, target_to_draft)["answer_chain_accuracy"]
+        rows.append(chain_accuracy_row(group, sum(len(answers[i][2]) for i in members), shares))
+    return rows
+
+
+def chain_accuracy_row(group: str, positions: int, shares: Sequence[float]) -> dict:
+    """One row of `answer_chain_accuracy` (also for the validation set's shares from the training record): the
+    shares of positions whose first 1, 2, ... drafted tokens are all right, and the tokens per main pass they imply
+    at each K (1 + the sum of the first K shares)."""
+    return ({"answers of": group, "answer positions": positions}
+            | {f"first {j + 1} right": share for j, share in enumerate(shares)}
+            | {f"implied tokens per main pass, K = {k}": 1 + sum(shares[:k]) for k in range(1, len(shares) + 1)})
 
 
 PUBLISHED_EXPORT_ARGS = ("--task", "text-generation-with-past", "--trust-remote-code")
