@@ -53,3 +53,23 @@ def test_broken_promises_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "core sections run 33.3 min, longer than its 30 planned minutes" in problems
     assert "§1 is on the track but its heading says (optional)" in problems
     assert "§2 is off the track: add (optional)" in problems and "no sections [4]" in problems
+
+
+def test_notebook_numbers_become_ranges() -> None:
+    assert run_times.number_ranges(["00", "01", "02", "03", "04", "05", "07"]) == "00–05, 07"
+    assert run_times.number_ranges(["06", "08"]) == "06, 08"
+    assert run_times.number_ranges(["01", "02", "04"]) == "01, 02, 04"
+
+
+def test_the_readme_names_the_machine_of_each_notebooks_run(tmp_path: Path) -> None:
+    fake_repository(tmp_path, 432, ["## 1. One"])
+    for number, cpu in (("03", "AMD EPYC"), ("04", "Intel Xeon")):
+        notebook = nbformat.v4.new_notebook()
+        notebook.metadata["reference_run"] = {"seconds": 1, "run_size": "full", "machine": {"cpu": cpu}}
+        nbformat.write(notebook, tmp_path / "notebooks" / f"{number}-y.ipynb")
+    assert run_times.machines_sentence(tmp_path) == "02 not run; 03 on AMD EPYC at run size `full`; 04 on Intel Xeon at run size `full`"
+    stale = f"ran: {run_times.MACHINES_START}old{run_times.MACHINES_END}."
+    fresh = run_times.readme_with_machines(stale, tmp_path)
+    assert fresh == f"ran: {run_times.MACHINES_START}{run_times.machines_sentence(tmp_path)}{run_times.MACHINES_END}."
+    assert run_times.readme_with_machines(fresh, tmp_path) == fresh, "a fresh README is left as it is"
+    assert run_times.readme_with_machines("no markers here", tmp_path) == "no markers here"

@@ -3,7 +3,8 @@
     python -m utils.maintenance.run_times            # rewrite them from the notebooks' metadata
     python -m utils.maintenance.run_times --check    # exit 1 if a quoted time or the workshop track is out of date
 
-The README's notebook table ends each row with the notebook's reference-run time, and the teacher's guide holds the
+The README's notebook table ends each row with the notebook's reference-run time, its footnote says between two
+markers which machine and run size made each notebook's run (`machines_sentence`), and the teacher's guide holds the
 3-hour workshop track (`TRACK`) between two markers: which sections of which notebook are the core path, their run
 time (`section_seconds` in the metadata), the whole notebook's, and the minutes planned for the block. Sections
 off the track say "(optional)" in their headings. `python3 tutorial.py refresh-outputs` calls `update_all`.
@@ -21,6 +22,7 @@ from utils.paths import REPO_ROOT
 WORKSHOP_MINUTES = 180
 NOTEBOOK_CORE_MINUTES = 25  # the most a notebook's core path may take to read and run on 2 cores
 TRACK_START, TRACK_END = "<!-- workshop-track:start -->", "<!-- workshop-track:end -->"
+MACHINES_START, MACHINES_END = "<!-- reference-machines:start -->", "<!-- reference-machines:end -->"
 _README_ROW = re.compile(r"^(\| (\d\d) \|.*\| )([^|]*?)( \|)$", re.M)
 _SECTION = re.compile(r"^## (\d+)\. (.+)$", re.M)
 
@@ -85,6 +87,38 @@ def readme_with_times(text: str, root: Path = REPO_ROOT) -> str:
         return f"{match.group(1)}{as_time(seconds) if seconds is not None else 'not run'}{match.group(4)}"
 
     return _README_ROW.sub(replace, text)
+
+
+def number_ranges(numbers: list[str]) -> str:
+    """["00", "01", "02", "05"] -> "00–02, 05" (consecutive notebook numbers as a range)."""
+    runs: list[list[str]] = []
+    for number in numbers:
+        if runs and int(number) == int(runs[-1][-1]) + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}–{run[-1]}" if len(run) > 2 else ", ".join(run)
+                     for run in runs)
+
+
+def machines_sentence(root: Path = REPO_ROOT) -> str:
+    """Which CPU and run size made each notebook's reference run, from the metadata: "00–05, 07 on AMD EPYC at run
+    size `full`; 06, 08 on ..." (notebooks without a reference run: "not run")."""
+    groups: dict[str, list[str]] = {}
+    for path in sorted((root / "notebooks").glob("[0-9][0-9]-*.ipynb")):
+        run = reference_run(path.name[:2], root)
+        cpu = (run.get("machine") or {}).get("cpu")
+        label = f"on {cpu} at run size `{run.get('run_size', 'full')}`" if cpu else "not run"
+        groups.setdefault(label, []).append(path.name[:2])
+    return "; ".join(f"{number_ranges(numbers)} {label}" for label, numbers in groups.items())
+
+
+def readme_with_machines(text: str, root: Path = REPO_ROOT) -> str:
+    """The README with the text between the machine markers set to `machines_sentence` (no markers: unchanged)."""
+    start, end = text.find(MACHINES_START), text.find(MACHINES_END)
+    if start < 0 or end < start:
+        return text
+    return text[:start + len(MACHINES_START)] + machines_sentence(root) + text[end:]
 
 
 def track_table(root: Path = REPO_ROOT) -> str:
@@ -153,8 +187,11 @@ def pages(root: Path = REPO_ROOT) -> tuple[Path, Path]:
 def out_of_date(root: Path = REPO_ROOT) -> list[str]:
     readme, guide = pages(root)
     stale = []
-    if readme_with_times(readme.read_text(encoding="utf-8"), root) != readme.read_text(encoding="utf-8"):
+    text = readme.read_text(encoding="utf-8")
+    if readme_with_times(text, root) != text:
         stale.append("README.md: the notebook table's times differ from the reference run")
+    if readme_with_machines(text, root) != text:
+        stale.append("README.md: the reference run's machines differ from the notebooks' metadata")
     if guide_with_track(guide.read_text(encoding="utf-8"), root) != guide.read_text(encoding="utf-8"):
         stale.append("docs/teachers-guide.md: the workshop track differs from the reference run")
     return stale
@@ -164,7 +201,10 @@ def update_all(root: Path = REPO_ROOT) -> list[Path]:
     """Rewrite the README's times and the guide's track from the metadata; return the files changed."""
     changed = []
     readme, guide = pages(root)
-    for path, rewrite in ((readme, readme_with_times), (guide, guide_with_track)):
+    def readme_rewrite(text: str, root: Path) -> str:
+        return readme_with_machines(readme_with_times(text, root), root)
+
+    for path, rewrite in ((readme, readme_rewrite), (guide, guide_with_track)):
         old = path.read_text(encoding="utf-8")
         new = rewrite(old, root)
         if new != old:
