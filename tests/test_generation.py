@@ -646,6 +646,25 @@ def test_speedup_by_task_pairs_repeats_and_the_verdict_reads_the_spread() -> Non
     assert "faster than plain in every repeat on chat 1.10x" in speedup_verdict(list(rows.values()))
 
 
+def test_repeat_speedups_skip_unmatched_runs_and_the_direction_needs_every_repeat() -> None:
+    from types import SimpleNamespace
+
+    from utils.decoding.generation_reports import repeat_speedups, repeats_direction
+
+    def record(prompt: str, walls: list[float], stack: str = "openvino_genai", matched: bool = True):
+        return SimpleNamespace(stack=stack, prompt_id=prompt, wall_seconds_all=walls,
+                               speedup_vs_plain=1.0 if matched else None)
+
+    plain = [record("a", [2.0, 2.0]), record("b", [1.0, 1.0, 1.0])]
+    candidates = [record("a", [1.0, 4.0]), record("b", [1.0, 1.0, 1.0]),
+                  record("b", [9.0, 9.0], stack="transformers"),      # plain never ran b on that stack
+                  record("a", [9.0, 9.0], matched=False)]             # its token count differed from plain's
+    assert repeat_speedups(plain, candidates) == pytest.approx([3.0 / 2.0, 3.0 / 5.0])  # the fewest repeats: 2
+    assert repeat_speedups(plain, []) == []
+    assert repeats_direction(1.01, 1.5) == "faster" and repeats_direction(0.5, 0.99) == "slower"
+    assert repeats_direction(0.9, 1.1) == "unclear" and repeats_direction(1.0, 1.2) == "unclear"
+
+
 def test_the_spread_plot_draws_one_bar_and_one_range_per_task_and_setting() -> None:
     import matplotlib
 

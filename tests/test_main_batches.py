@@ -36,7 +36,7 @@ def test_padded_prefills_pad_right_mask_and_number_positions() -> None:
     sequences = [[5, 6, 7], [8], [9, 10], [11, 12, 13, 14, 15, 16]]
     request = RecordingRequest()
     seen: list[list[int]] = []
-    for batch in mb.padded_prefills(request, sequences, batch_tokens=6):
+    for batch in mb.padded_prefills(request, sequences, mb.length_batches([len(s) for s in sequences], 6)):
         call = request.calls[-1]  # the caller reads the request while its batch is current
         for row, index in enumerate(batch):
             size = len(sequences[index])
@@ -50,12 +50,14 @@ def test_padded_prefills_pad_right_mask_and_number_positions() -> None:
     assert all(call["input_ids"].size <= 6 for call in request.calls)
 
 
-def test_padded_prefills_shuffle_is_deterministic_and_covers_the_same_batches() -> None:
-    sequences = [[1] * n for n in (1, 2, 3, 4, 5, 6, 7, 8)]
-    plain = list(mb.padded_prefills(RecordingRequest(), sequences, 8))
-    shuffled = list(mb.padded_prefills(RecordingRequest(), sequences, 8, shuffle_seed=0))
-    assert shuffled == list(mb.padded_prefills(RecordingRequest(), sequences, 8, shuffle_seed=0))
+def test_shuffled_length_batches_are_deterministic_and_prefilled_in_their_order() -> None:
+    lengths = [1, 2, 3, 4, 5, 6, 7, 8]
+    plain = mb.length_batches(lengths, 8)
+    shuffled = mb.length_batches(lengths, 8, shuffle_seed=0)
+    assert shuffled == mb.length_batches(lengths, 8, shuffle_seed=0) and shuffled != plain
     assert sorted(map(sorted, shuffled)) == sorted(map(sorted, plain))
+    sequences = [[1] * n for n in lengths]
+    assert list(mb.padded_prefills(RecordingRequest(), sequences, shuffled)) == shuffled
 
 
 @pytest.mark.parametrize("temperature", [None, 0.8])

@@ -87,31 +87,51 @@ def format_table(records: Sequence[GenerationRecord]) -> str:
     return "\n".join(lines)
 
 
+def repeat_speedups(plain: Sequence[GenerationRecord], candidates: Sequence[GenerationRecord]) -> list[float]:
+    """The speed-up of a group of candidate runs over plain decoding: one sample per repeat of an interleaved run.
+
+    Repeat i's sample is total plain time / total candidate time over the group's prompts in repeat i (the runs are
+    interleaved, so repeat i of both ran side by side). A candidate counts only where plain ran the same prompt on
+    the same stack and the token counts matched (`speedup_vs_plain` set, as in `compare_with_plain`). Empty
+    without repeat times.
+    """
+    by_prompt = {(record.stack, record.prompt_id): record for record in plain}
+    pairs = [(by_prompt[(record.stack, record.prompt_id)], record) for record in candidates
+             if record.speedup_vs_plain is not None and (record.stack, record.prompt_id) in by_prompt]
+    repeats = min((len(run.wall_seconds_all) for pair in pairs for run in pair), default=0)
+    return [sum(base.wall_seconds_all[i] for base, _ in pairs) / sum(other.wall_seconds_all[i] for _, other in pairs)
+            for i in range(repeats)]
+
+
+def repeats_direction(slowest: float, fastest: float) -> str:
+    """"faster" if every repeat beat plain decoding, "slower" if every repeat lost to it, "unclear" if the repeats
+    fall on both sides of 1.00x (however far the median is from it)."""
+    if slowest > 1.0:
+        return "faster"
+    if fastest < 1.0:
+        return "slower"
+    return "unclear"
+
+
 def speedup_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
     """Per (setting, task) of a compared, repeated measurement: the speed-up's median and its spread over repeats.
 
-    Repeat i of every prompt of a task is one sample: total plain time / total time of the setting over the task's
-    prompts in that repeat (the runs are interleaved, so repeat i of both ran side by side). The median and the
-    min-max of those samples are shown, with the tokens per main pass (pooled) and how many outputs equal plain.
-    Only prompts whose token counts matched plain count (as in `compare_with_plain`).
+    The samples are `repeat_speedups` of the task's prompts; the median and the min-max of those samples are shown,
+    with the tokens per main pass (pooled) and how many outputs equal plain.
     """
     import statistics
 
-    plain = {(record.stack, record.prompt_id): record for record in records if record.mode == "plain"}
+    plain = [record for record in records if record.mode == "plain"]
     groups: dict[tuple[str, str], list[GenerationRecord]] = {}
     for record in records:
         if record.mode != "plain":
             groups.setdefault((record.setting, record.task), []).append(record)
     rows = []
     for (setting, task), group in groups.items():
-        pairs = [(plain[(record.stack, record.prompt_id)], record) for record in group
-                 if record.speedup_vs_plain is not None and (record.stack, record.prompt_id) in plain]
-        repeats = min((len(r.wall_seconds_all) for pair in pairs for r in pair), default=0)
-        samples = [sum(base.wall_seconds_all[i] for base, _ in pairs) / sum(other.wall_seconds_all[i] for _, other in pairs)
-                   for i in range(repeats)] if pairs else []
+        samples = repeat_speedups(plain, group)
         runs = [record.tokens_per_step for record in group if record.tokens_per_step]
         rows.append({
-            "setting": setting, "task": task, "prompts": len(group), "repeats": repeats,
+            "setting": setting, "task": task, "prompts": len(group), "repeats": len(samples),
             "speed-up (median)": statistics.median(samples) if samples else None,
             "slowest repeat": min(samples) if samples else None,
             "fastest repeat": max(samples) if samples else None,
@@ -123,15 +143,14 @@ def speedup_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
 
 def speedup_verdict(rows: Sequence[dict]) -> str:
     """One sentence per setting from `speedup_by_task` rows: where it was faster or slower than plain in every
-    repeat, and where the repeats disagree (the spread crosses 1.00x)."""
+    repeat, and where the repeats disagree (`repeats_direction`)."""
     sentences = []
     for setting in dict.fromkeys(row["setting"] for row in rows):
-        faster: list[str] = []
-        slower: list[str] = []
-        unclear: list[str] = []
+        by_direction: dict[str, list[str]] = {"faster": [], "slower": [], "unclear": []}
         for row in (row for row in rows if row["setting"] == setting and row["speed-up (median)"] is not None):
             text = f"{row['task']} {row['speed-up (median)']:.2f}x ({row['slowest repeat']:.2f}x-{row['fastest repeat']:.2f}x)"
-            (faster if row["slowest repeat"] > 1 else slower if row["fastest repeat"] < 1 else unclear).append(text)
+            by_direction[repeats_direction(row["slowest repeat"], row["fastest repeat"])].append(text)
+        faster, slower, unclear = by_direction["faster"], by_direction["slower"], by_direction["unclear"]
         parts = [f"faster than plain in every repeat on {', '.join(faster)}" if faster else "",
                  f"slower in every repeat on {', '.join(slower)}" if slower else "",
                  f"no clear verdict (the repeats straddle 1.00x) on {', '.join(unclear)}" if unclear else ""]

@@ -11,7 +11,7 @@ system releases the lock when the process ends, however it ends). A temporary
 folder whose process is still alive is never touched; one left by a dead
 process (crash, Ctrl-C, `kill -9`) is removed by the next build of that folder.
 
-Used in notebook sections: 06 §4.
+Used in notebook sections: 06 §4; 08 §6 §10.
 """
 from __future__ import annotations
 

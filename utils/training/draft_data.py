@@ -36,7 +36,14 @@ from utils.training.draft_settings import (
     get_settings,
     require_complete,
 )
-from utils.training.main_batches import data_pipeline, generation_config, padded_prefills, run_batched, text_token_ids
+from utils.training.main_batches import (
+    data_pipeline,
+    generation_config,
+    length_batches,
+    padded_prefills,
+    run_batched,
+    text_token_ids,
+)
 
 SAMPLES_FILE = "samples.jsonl"
 TEACHER_FILE = "teacher_topk.npz"
@@ -183,7 +190,8 @@ def teacher_top_k(main_ov_dir: Path, samples: Sequence[Sample], top_k: int, devi
     done_tokens = 0
     with tqdm(total=sum(len(s.token_ids) for s in samples), desc="teacher top-k", unit="tok",
               disable=not show_progress) as progress:
-        for batch in padded_prefills(request, [sample.token_ids for sample in samples], batch_tokens):
+        sequences = [sample.token_ids for sample in samples]
+        for batch in padded_prefills(request, sequences, length_batches([len(s) for s in sequences], batch_tokens)):
             batch_positions = sum(len(samples[i].token_ids) for i in batch)
             logits = torch.from_numpy(request.get_tensor("logits").data.copy()).float()
             logprobs = torch.log_softmax(logits, dim=-1)

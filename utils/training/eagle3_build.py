@@ -212,8 +212,8 @@ def answer_chain_accuracy(head_dir: Path, main: MainModel, answers: Sequence[tup
     rows = []
     for group in dict.fromkeys(group for group, _, _ in answers):
         members = [index for index, (name, _, _) in enumerate(answers) if name == group]
-        shares = evaluate_accuracy(head, data, members, settings, target_to_draft)["answer_chain_accuracy"]
-        rows.append(chain_accuracy_row(group, sum(len(answers[i][2]) for i in members), shares))
+        scores = evaluate_accuracy(head, data, members, settings, target_to_draft)
+        rows.append(chain_accuracy_row(group, scores["answer_positions"], scores["answer_chain_accuracy"]))
     return rows
 
 

@@ -111,9 +111,9 @@ def tap_hidden_states(main_ov_dir: Path, sequences: Sequence[Sequence[int]], bat
     lengths = [len(s) for s in sequences]
     per_sample: dict[int, tuple[Any, Any]] = {}
     started = time.perf_counter()
-    batches = padded_prefills(request, sequences, batch_tokens, shuffle_seed=0)  # long and short mixed: a fair rate
-    for batch in tqdm(batches, desc="tapped states", unit="batch", total=len(length_batches(lengths, batch_tokens)),
-                      disable=not show_progress):
+    batches = length_batches(lengths, batch_tokens, shuffle_seed=0)  # long and short mixed: a fair rate
+    for batch in tqdm(padded_prefills(request, sequences, batches), desc="tapped states", unit="batch",
+                      total=len(batches), disable=not show_progress):
         argmax = request.get_tensor("logits").data.argmax(axis=-1)
         fused = np.concatenate([request.get_tensor(output).data for output in tap_outputs], axis=-1)
         for row, index in enumerate(batch):

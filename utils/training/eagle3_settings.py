@@ -96,11 +96,10 @@ class Eagle3Settings:
 PRESETS: dict[str, Eagle3Settings] = {
     # every stage in a few minutes on 2 cores (the test command's quick run): it must run and stay lossless
     "quick": Eagle3Settings(),
-    # the notebook's reference run: about 100 times the data, longer answers, twenty minutes of training. Tripling
-    # the data (960 -> 3,000 prompts) raised the validation chains clearly but the chains on the
-    # held-out prompts far less (08 §7 scores the head on their answers too: they differ from what the main writes
-    # for itself). int8 weights for a cheaper draft step (the main decides every token, so the output stays exact;
-    # 08 §7 prints c)
+    # the notebook's reference run: about 100 times the data, longer answers, twenty minutes of training (08 §7
+    # scores the head on the held-out prompts' answers beside its validation set: they differ from what the main
+    # writes for itself). int8 weights for a cheaper draft step (the main decides every token, so the output stays
+    # exact; 08 §7 prints c)
     "reference": Eagle3Settings(name="reference", prompts=3000, answer_max_tokens=128, concurrent_sequences=64,
                                 epochs=30.0, max_training_minutes=20.0, weight_format="int8"),
 }

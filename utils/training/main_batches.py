@@ -114,9 +114,10 @@ def run_batched(pipeline: Any, requests: Sequence[tuple[list[int], Any]], descri
     return outputs, time.perf_counter() - started
 
 
-def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+def length_batches(lengths: Sequence[int], batch_tokens: int, shuffle_seed: int | None = None) -> list[list[int]]:
     """Indices grouped by similar length so that a padded batch holds at most `batch_tokens` positions (a longer
-    sequence stands alone)."""
+    sequence stands alone), shortest first; with `shuffle_seed`, the batches in a shuffled order (long and short
+    mixed, so that a progress bar's rate means something)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
@@ -128,25 +129,23 @@ def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]
         current.append(index)
     if current:
         batches.append(current)
+    if shuffle_seed is not None:
+        random.Random(shuffle_seed).shuffle(batches)
     return batches
 
 
-def padded_prefills(request: Any, sequences: Sequence[Sequence[int]], batch_tokens: int,
-                    shuffle_seed: int | None = None) -> Iterator[list[int]]:
-    """Run one prefill of a stateful main model's infer `request` per batch of `sequences` and yield the batch.
+def padded_prefills(request: Any, sequences: Sequence[Sequence[int]],
+                    batches: Sequence[Sequence[int]]) -> Iterator[Sequence[int]]:
+    """Run one prefill of a stateful main model's infer `request` per batch of indices into `sequences` (from
+    `length_batches`) and yield the batch.
 
-    Each batch (`length_batches`) is right-padded with an attention mask and positions 0, 1, ...; the request's
-    state is reset first, so every sequence starts fresh. The caller reads the outputs it needs (logits, extra
-    outputs) from `request` for rows `0..len(batch) - 1`, positions `0..len(sequences[index]) - 1`, before the next
-    batch. With `shuffle_seed`, the batches come in a shuffled order (long and short mixed, so a progress bar's rate
-    means something); otherwise shortest first.
+    Each batch is right-padded with an attention mask and positions 0, 1, ...; the request's state is reset first,
+    so every sequence starts fresh. The caller reads the outputs it needs (logits, extra outputs) from `request` for
+    rows `0..len(batch) - 1`, positions `0..len(sequences[index]) - 1`, before the next batch.
     """
     import numpy as np
 
     lengths = [len(sequence) for sequence in sequences]
-    batches = length_batches(lengths, batch_tokens)
-    if shuffle_seed is not None:
-        random.Random(shuffle_seed).shuffle(batches)
     for batch in batches:
         longest = max(lengths[i] for i in batch)
         ids = np.zeros((len(batch), longest), dtype=np.int64)

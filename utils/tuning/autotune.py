@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from utils.decoding.decoding_metrics import cost_ratio, per_token_acceptance, verification_cost
+from utils.decoding.generation_reports import repeats_direction
 from utils.decoding.speedup_model import predicted_speedup_with_step_times
 
 K_KNOB = "num_assistant_tokens"
@@ -376,14 +377,14 @@ def verdict(speedup: float | None, tolerance: float = 0.05,
     """Plain words for a measured speed-up: pays off, break-even (within tolerance), unclear or slower.
 
     spread: the slowest and fastest repeat (`utils.tuning.sweeps.repeat_spread`); a speed-up whose repeats fall on
-    both sides of 1.00x has no clear verdict, however far its median is from 1.
+    both sides of 1.00x (`utils.decoding.generation_reports.repeats_direction`) has no clear verdict.
     """
     if speedup is None:
         return "not comparable (token counts differed)"
     if abs(speedup - 1.0) < tolerance:
         return f"break-even (within {tolerance:.0%}): plain decoding is simpler"
     slowest, fastest = spread
-    if slowest is not None and fastest is not None and slowest < 1.0 < fastest:
+    if slowest is not None and fastest is not None and repeats_direction(slowest, fastest) == "unclear":
         return "no clear verdict: the repeats fall on both sides of 1.00x"
     if speedup >= 1.0 + tolerance:
         return "speculation pays off"

@@ -42,12 +42,12 @@ import functools
 import hashlib
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from utils.decoding import decoding_metrics
 from utils.decoding.generation import DecodingSettings, GenerationRecord, compare_with_plain, measure_side_by_side
-from utils.decoding.generation_reports import speedup_by_task
+from utils.decoding.generation_reports import repeat_speedups
 from utils.decoding.pipelines import check_draft_folder, check_main_folder, main_model_properties
 from utils.decoding.prompts import Prompt, as_prompt, select_prompts
 from utils.models.model_catalogue import ModelPair
@@ -225,18 +225,12 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
 
 def repeat_spread(candidates: Sequence[GenerationRecord],
                   plain: Sequence[GenerationRecord]) -> tuple[int, float | None, float | None]:
-    """(repeats, slowest, fastest) speed-up of one group of prompts over the repeats of an interleaved run.
-
-    Repeat i is one sample: total plain time / total candidate time over the group's prompts in that repeat, as in
-    `utils.decoding.generation_reports.speedup_by_task` (which computes it). (0, None, None) without repeat times.
-    """
-    prompt_ids = {record.prompt_id for record in candidates}
-    group = [replace(record, task="group", setting="candidate") for record in candidates]
-    base = [replace(record, task="group") for record in plain if record.prompt_id in prompt_ids]
-    rows = speedup_by_task(base + group)
-    if not rows or rows[0]["slowest repeat"] is None:
+    """(repeats, slowest, fastest) speed-up of one group of prompts over the repeats of an interleaved run
+    (`utils.decoding.generation_reports.repeat_speedups`); (0, None, None) without repeat times."""
+    samples = repeat_speedups(plain, candidates)
+    if not samples:
         return 0, None, None
-    return rows[0]["repeats"], rows[0]["slowest repeat"], rows[0]["fastest repeat"]
+    return len(samples), min(samples), max(samples)
 
 
 @dataclass
