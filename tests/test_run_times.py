@@ -73,3 +73,19 @@ def test_the_readme_names_the_machine_of_each_notebooks_run(tmp_path: Path) -> N
     assert fresh == f"ran: {run_times.MACHINES_START}{run_times.machines_sentence(tmp_path)}{run_times.MACHINES_END}."
     assert run_times.readme_with_machines(fresh, tmp_path) == fresh, "a fresh README is left as it is"
     assert run_times.readme_with_machines("no markers here", tmp_path) == "no markers here"
+
+
+def test_the_page_writers_command_writes_unless_asked_only_to_check(tmp_path, capsys) -> None:
+    from utils.maintenance.page_commands import write_then_check
+
+    written: list[str] = []
+
+    def write() -> list:
+        written.append("called")
+        return [tmp_path / "docs" / "page.md"]
+
+    assert write_then_check(["--check"], "prog", "d", write, lambda: ["README.md: a time is out of date"],
+                            root=tmp_path) == 1
+    assert written == [] and "a time is out of date" in capsys.readouterr().out
+    assert write_then_check([], "prog", "d", write, lambda: [], root=tmp_path) == 0
+    assert written == ["called"] and capsys.readouterr().out.strip() == "wrote docs/page.md"

@@ -10,12 +10,12 @@ playground screenshot, which the browser test takes (`SCREENSHOT_IMAGES`).
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import re
 import sys
 from pathlib import Path
 
+from utils.maintenance.page_commands import write_then_check
 from utils.paths import REPO_ROOT
 from utils.result_files import FIGURE_NAME_KEY
 
@@ -77,16 +77,8 @@ def export_images(root: Path = REPO_ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.maintenance.readme_images", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if an image differs")
-    arguments = parser.parse_args(argv)
-    if not arguments.check:
-        for path in export_images():
-            print(f"wrote {path.relative_to(REPO_ROOT)}")
-    problems = image_problems()
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return write_then_check(argv, "python -m utils.maintenance.readme_images", __doc__.split("\n\n")[0],
+                            export_images, image_problems)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@ off the track say "(optional)" in their headings. `python3 tutorial.py refresh-o
 """
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from utils.maintenance.page_commands import write_then_check
 from utils.paths import REPO_ROOT
 
 WORKSHOP_MINUTES = 180
@@ -201,6 +201,7 @@ def update_all(root: Path = REPO_ROOT) -> list[Path]:
     """Rewrite the README's times and the guide's track from the metadata; return the files changed."""
     changed = []
     readme, guide = pages(root)
+
     def readme_rewrite(text: str, root: Path) -> str:
         return readme_with_machines(readme_with_times(text, root), root)
 
@@ -214,16 +215,8 @@ def update_all(root: Path = REPO_ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.maintenance.run_times", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only check; exit 1 if anything is out of date")
-    arguments = parser.parse_args(argv)
-    if not arguments.check:
-        for path in update_all():
-            print(f"updated {path.relative_to(REPO_ROOT)}")
-    problems = out_of_date() + track_problems()
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return write_then_check(argv, "python -m utils.maintenance.run_times", __doc__.split("\n\n")[0], update_all,
+                            lambda: out_of_date() + track_problems())
 
 
 if __name__ == "__main__":
