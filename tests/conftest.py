@@ -87,7 +87,9 @@ def unreachable_hubs(monkeypatch: pytest.MonkeyPatch) -> str:
 # --------------------------------------------------------------------------- test tiers
 
 # Every test belongs to exactly one tier (pytest.ini lists them); `python3 tutorial.py test -m unit` is the quick loop.
-TIERS = ("unit", "models", "standins", "notebooks", "browser")
+# "freshness" is only ever given explicitly (a mark): an edit of a utils module makes the committed outputs stale until
+# they are refreshed, which the full test command refuses but the quick loop must not.
+TIERS = ("unit", "freshness", "models", "standins", "notebooks", "browser")
 # Fixtures that stand for the built models: a test that asks for one is in the "models" tier.
 MODEL_FIXTURES = {"offline_pair", "prepared_coder_pair"}
 # Test files whose tests export or train stand-in models (the article pairs' code paths, the draft pipeline).

@@ -1,6 +1,7 @@
 """Tests for utils.models.atomic_folder: nothing half-written ever looks complete."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -163,11 +164,10 @@ def test_temporaries_of_a_folder_whose_name_extends_this_one_are_left_alone(tmp_
 
 @pytest.fixture
 def live_process():
-    """A running process (another pid than this one) for the duration of a test."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    yield process
-    process.kill()
-    process.wait()
+    """A running process (another pid than this one) for the duration of a test: it waits for input that never comes."""
+    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE) as process:
+        yield process
+        process.kill()
 
 
 def test_temporary_folder_of_a_live_process_is_never_touched(tmp_path: Path, live_process) -> None:
@@ -196,27 +196,49 @@ def test_temporary_folder_older_than_the_process_with_its_pid_is_stale(tmp_path:
     assert not leftover.exists()
 
 
+# Holds the build lock of argv[1] until told to let go on stdin (or after two minutes, so a test never hangs);
+# marks the moment it lets go by creating argv[2] while it still holds the lock.
 HOLD_LOCK = """
-import sys, time
+import select, sys
 from pathlib import Path
 from utils.models.atomic_folder import build_lock
 with build_lock(Path(sys.argv[1])):
     print("holding", flush=True)
-    time.sleep(float(sys.argv[2]))
+    select.select([sys.stdin], [], [], 120)
+    Path(sys.argv[2]).touch()
 """
 
 
-def test_a_second_build_waits_for_the_first_and_says_so(tmp_path: Path, capsys) -> None:
-    final = tmp_path / "model"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(final), "3"], cwd=REPO_ROOT,
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "holding"
-    started = time.monotonic()
-    build(final, "second")
-    waited = time.monotonic() - started
-    assert holder.wait(timeout=30) == 0
-    assert waited > 1.5, f"built after {waited:.1f} s although another process held the lock for 3 s"
-    assert f"Another process is building {final}; waiting" in capsys.readouterr().out
+class LetGoWhenWaiting(io.StringIO):
+    """Stands in for stdout: once the build says it waits for another process, tells the lock holder to let go."""
+
+    def __init__(self, holder: subprocess.Popen) -> None:
+        super().__init__()
+        self.holder = holder
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if "Another process is building" in self.getvalue() and not self.holder.stdin.closed:
+            self.holder.stdin.write("let go\n")
+            self.holder.stdin.close()
+        return written
+
+
+def test_a_second_build_waits_for_the_first_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    final, released = tmp_path / "model", tmp_path / "released"
+    with subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(final), str(released)], cwd=REPO_ROOT,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout.readline().strip() == "holding"
+            output = LetGoWhenWaiting(holder)
+            monkeypatch.setattr(sys, "stdout", output)
+            with atomic_folder(final, RECIPE) as work:
+                assert released.exists(), "built while another process held the lock"
+                (work / "weights.bin").write_text("second")
+            assert holder.wait(timeout=30) == 0
+        finally:
+            holder.kill()  # does nothing once it has ended
+    assert f"Another process is building {final}; waiting" in output.getvalue()
     assert (final / "weights.bin").read_text() == "second" and leftovers(tmp_path) == []
 
 

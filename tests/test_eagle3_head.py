@@ -180,11 +180,12 @@ def test_split_keeps_validation_apart():
 def test_presets_are_valid_and_reference_is_bigger():
     quick, reference = get_settings("quick"), get_settings("reference")
     assert reference.prompts > quick.prompts and reference.max_training_minutes > quick.max_training_minutes
-    assert quick.unroll_steps == 3 and quick.step_weight == 0.8
     with pytest.raises(Eagle3Error):
         get_settings("huge")
-    with pytest.raises(Eagle3Error):
-        get_settings("quick", step_weight=0.0)
+    assert get_settings("quick", step_weight=1.0).step_weight == 1.0  # every step weighted alike: the upper end
+    for weight in (0.0, 1.5):  # no weight at all for later steps, or more than the first
+        with pytest.raises(Eagle3Error, match="step_weight"):
+            get_settings("quick", step_weight=weight)
 
 
 def test_head_shape_refuses_inconsistent_sizes():

@@ -569,20 +569,39 @@ def _acceptance(record) -> float:
     return per_token_acceptance(record.tokens_per_pass, record.num_assistant_tokens)
 
 
-def test_figures_draw(tmp_path: Path) -> None:
+def test_figures_draw_the_numbers_they_are_given(tmp_path: Path) -> None:
+    """Checked by what each figure draws (a PNG of empty axes is several kilobytes too)."""
     import matplotlib
 
     matplotlib.use("agg")
+    from matplotlib.colors import to_hex
+
     from utils.display import speculation_figures as figures
+
+    def bar_heights(figure) -> list[float]:
+        return [round(float(patch.get_height()), 6) for axis in figure.axes for patch in axis.patches]
+
+    def texts(figure) -> list[str]:
+        return [text.get_text() for axis in figure.axes for text in axis.texts]
 
     records = compare_with_plain([make_record("plain", wall=2.0), make_record("speculative", wall=1.0),
                                   make_record("prompt_lookup", tokens=[1, 2], wall=1.0),
                                   make_record("plain", backend="transformers", wall=4.0)])
-    for figure in (figures.draw_speculation_idea(), figures.draw_timeline(),
-                   figures.plot_speedup_by_task(records), figures.plot_tokens_per_pass(records),
-                   figures.plot_token_agreement([1, 2, 3], [1, 2, 4]), figures.plot_stacks(records)):
-        figure.savefig(tmp_path / "figure.png")
-        assert (tmp_path / "figure.png").stat().st_size > 1000
+    by_task = figures.plot_speedup_by_task(records)
+    # speculative: 2.0x; prompt lookup wrote fewer tokens than plain: no bar, and 0 of its 1 prompt comparable
+    assert bar_heights(by_task) == [2.0] and texts(by_task) == ["2.00x", "1/1\n1 same", "0/1\n0 same"]
+    per_pass = figures.plot_tokens_per_pass(records)
+    assert bar_heights(per_pass) == [1.0]  # one token per verification pass: speculation saved nothing
+    stacks = figures.plot_stacks(records)  # tokens per second: OpenVINO plain, speculative, prompt lookup; transformers
+    assert bar_heights(stacks) == [4 / 2.0, 4 / 1.0, 2 / 1.0, 4 / 4.0]
+    agreement = figures.plot_token_agreement([1, 2, 3], [1, 2, 4])
+    assert [to_hex(patch.get_facecolor()) for patch in agreement.axes[0].patches] == ["#2f9e44", "#2f9e44", "#e03131"]
+    assert agreement.axes[0].get_title() == "speculative vs plain: first difference at token 2 of 3"
+    timeline = figures.draw_timeline(tokens_per_step=(1, 4, 2), num_assistant_tokens=3, draft_cost=0.3)
+    assert texts(timeline) == ["+1", "+4", "+2"]
+    assert timeline.axes[0].get_title().endswith("needs 3 main passes plus draft passes (4.8 vs 7.0)")
+    for figure in (figures.draw_speculation_idea(), timeline, by_task, per_pass, agreement, stacks):
+        figure.savefig(tmp_path / "figure.png")  # each one renders
     with pytest.raises(ValueError, match="accepted"):
         figures.draw_speculation_idea(accepted=9)
     with pytest.raises(ValueError, match="only plain"):

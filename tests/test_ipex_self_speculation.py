@@ -282,30 +282,46 @@ def test_speedup_is_per_generated_token() -> None:
     assert comparison.speedup_cpu == pytest.approx(4.0)
 
 
-class SlowFakeModel(FakeSelfSpeculativeModel):
-    """A fake whose plain calls burn 0.1 s of CPU and speculative calls sleep 0.2 s (wall time, no CPU)."""
+class Clocks:
+    """Stand-ins for `time.perf_counter` (wall) and `time.process_time` (CPU) that only the fake model moves."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = 100.0, 7.0
+
+    def perf_counter(self) -> float:
+        return self.wall
+
+    def process_time(self) -> float:
+        return self.cpu
+
+
+class TimedFakeModel(FakeSelfSpeculativeModel):
+    """A fake whose plain calls take 0.1 s of wall and CPU time, and whose speculative calls 0.2 s of wall time
+    but only 0.01 s of CPU (as if waiting most of the time)."""
+
+    def __init__(self, clocks: Clocks, plain: list[int], speculative: list[int]) -> None:
+        super().__init__(plain, speculative)
+        self.clocks = clocks
 
     def generate(self, *args, **kwargs):
-        import time
-
-        if hasattr(self, "draft_model"):
-            time.sleep(0.2)
-        else:
-            started = time.process_time()
-            while time.process_time() - started < 0.1:
-                pass
+        wall, cpu = (0.2, 0.01) if hasattr(self, "draft_model") else (0.1, 0.1)
+        self.clocks.wall += wall
+        self.clocks.cpu += cpu
         return super().generate(*args, **kwargs)
 
 
-def test_runs_record_wall_and_cpu_time_separately() -> None:
-    model = SlowFakeModel(plain=[1, 2], speculative=[1, 2])
+def test_runs_record_wall_and_cpu_time_separately(monkeypatch: pytest.MonkeyPatch) -> None:
+    clocks = Clocks()
+    monkeypatch.setattr(ss, "time", clocks)
+    model = TimedFakeModel(clocks, plain=[1, 2], speculative=[1, 2])
     run = ss.generate_greedy(model, torch.tensor([[1]]), max_new_tokens=2)
-    assert run.seconds >= 0.2 and run.cpu_seconds < 0.1  # sleeping takes wall time, not CPU time
+    assert (run.seconds, run.cpu_seconds) == (pytest.approx(0.2), pytest.approx(0.01))
     [comparison] = compare.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
                                                     repeats=1)
-    assert comparison.plain_cpu_seconds >= 0.1 and comparison.speculative_cpu_seconds < 0.1
-    assert comparison.speculative_seconds >= 0.2
-    assert comparison.speedup_cpu > 10  # by CPU time the sleeping speculative run is nearly free
+    assert (comparison.plain_seconds, comparison.speculative_seconds) == (pytest.approx(0.1), pytest.approx(0.2))
+    assert comparison.plain_cpu_seconds == pytest.approx(0.1) and comparison.speculative_cpu_seconds == pytest.approx(0.01)
+    assert comparison.speedup == pytest.approx(0.5)  # by wall time the waiting speculative run is slower...
+    assert comparison.speedup_cpu == pytest.approx(10.0)  # ...by CPU time it is nearly free
 
 
 def test_unknown_clock_is_refused() -> None:

@@ -1,4 +1,5 @@
-"""ruff finds nothing in utils/, tests/ and tutorial.py, and mypy finds no type error in utils/ (pyproject.toml)."""
+"""ruff finds nothing in utils/, maintainers/, tests/ and tutorial.py, and mypy finds no type error in utils/ and
+maintainers/ (`files` in pyproject.toml)."""
 from __future__ import annotations
 
 import subprocess
@@ -9,7 +10,7 @@ import pytest
 
 from utils.paths import REPO_ROOT
 
-LINTED = ("utils", "tests", "tutorial.py")
+LINTED = ("utils", "maintainers", "tests", "tutorial.py")
 
 
 def ruff(*arguments: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
@@ -48,7 +49,7 @@ def mypy(*arguments: str) -> subprocess.CompletedProcess:
 
 def test_utils_passes_the_type_checker() -> None:
     result = mypy()  # files and settings from pyproject.toml
-    assert result.returncode == 0, f"mypy found type errors in utils/:\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, f"mypy found type errors:\n{result.stdout}{result.stderr}"
 
 
 def test_the_type_checker_catches_a_wrong_return_type(tmp_path: Path) -> None:

@@ -159,14 +159,14 @@ def test_missing_folder_being_built_says_wait(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    builder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        (tmp_path / f".tmp-no-such-model-ov-{builder.pid}").mkdir()
-        with pytest.raises(ModelFolderError, match="being built right now by another process"):
-            check_model_folder(tmp_path / "no-such-model-ov")
-    finally:
-        builder.kill()
-        builder.wait()
+    # a live process (it waits for input that never comes) whose pid names the temporary folder
+    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE) as builder:
+        try:
+            (tmp_path / f".tmp-no-such-model-ov-{builder.pid}").mkdir()
+            with pytest.raises(ModelFolderError, match="being built right now by another process"):
+                check_model_folder(tmp_path / "no-such-model-ov")
+        finally:
+            builder.kill()
     with pytest.raises(ModelFolderError, match="interrupted build"):
         check_model_folder(tmp_path / "no-such-model-ov")
 

@@ -1,5 +1,7 @@
 """Tests for utils.models.model_fetch without a network: fast, clear failures and no needless work.
 
+"Fast" is checked by what happens, not by a clock: one refused connection and then the error (no retry, no
+timeout waited out), a lookup that hangs given up on, each attempt at a stalled file bounded by the read timeout.
 (The successful download against a local fake hub is tested in tests/test_prefetch.py.)
 """
 from __future__ import annotations
@@ -7,8 +9,10 @@ from __future__ import annotations
 import dataclasses
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -35,16 +39,35 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hub_server import FakeHub, FakeRepository  # noqa: E402
 from modelscope_server import FakeModelScope  # noqa: E402
 
-QUICK_S = 5.0
+Attempt = tuple[object, type[OSError] | None]  # (address, the error the connection ended in, or None)
 
 
-class Stopwatch:
-    def __enter__(self):
-        self.start = time.monotonic()
-        return self
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[Attempt]:
+    """Every TCP connection this process attempts during the test (any thread, any client library)."""
+    attempts: list[Attempt] = []
+    real_connect = socket.socket.connect
 
-    def __exit__(self, *_exc):
-        self.seconds = time.monotonic() - self.start
+    def connect(self: socket.socket, address: object) -> None:
+        try:
+            real_connect(self, address)
+        except OSError as error:
+            attempts.append((address, type(error)))
+            raise
+        attempts.append((address, None))
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    return attempts
+
+
+def attempts_to(connections: list[Attempt], url: str) -> list[type[OSError] | None]:
+    """How each connection to `url`'s host and port ended."""
+    parsed = urlparse(url)
+    return [outcome for address, outcome in connections if address == (parsed.hostname, parsed.port)]
+
+
+# A closed local port refuses at once: one refused connection and no other is all a fast failure may cost.
+REFUSED_ONCE = [ConnectionRefusedError]
 
 
 def assert_points_to_the_offline_pair(error: pytest.ExceptionInfo, url: str) -> None:
@@ -63,10 +86,9 @@ def test_endpoints_follow_the_environment(monkeypatch) -> None:
     assert model_fetch.modelscope_endpoint() == "http://ms.example"
 
 
-def test_can_reach_a_closed_port_is_false_quickly(unreachable_hubs: str) -> None:
-    with Stopwatch() as watch:
-        assert can_reach(unreachable_hubs) is False
-    assert watch.seconds < QUICK_S
+def test_can_reach_a_closed_port_is_false_from_the_refusal(unreachable_hubs: str, connections) -> None:
+    assert can_reach(unreachable_hubs) is False
+    assert attempts_to(connections, unreachable_hubs) == REFUSED_ONCE
 
 
 def test_can_reach_an_open_local_port() -> None:
@@ -76,26 +98,42 @@ def test_can_reach_an_open_local_port() -> None:
         assert can_reach(f"http://127.0.0.1:{server.getsockname()[1]}") is True
 
 
-def test_can_reach_an_unresolvable_host_is_false() -> None:
-    with Stopwatch() as watch:
-        assert can_reach("https://no-such-host.invalid", timeout_s=1.0) is False
-    assert watch.seconds < QUICK_S
+def test_can_reach_an_unresolvable_host_is_false(connections) -> None:
+    assert can_reach("https://no-such-host.invalid", timeout_s=1.0) is False
+    assert connections == []  # the name never resolved: nothing to connect to
 
 
-def test_huggingface_download_fails_fast(unreachable_hubs: str, tmp_models_dir: Path) -> None:
+def test_can_reach_does_not_wait_for_a_lookup_that_never_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """getaddrinfo has no timeout of its own: can_reach must answer False while the lookup still hangs."""
+    release, finished = threading.Event(), threading.Event()
+
+    def hanging_lookup(*_args, **_kwargs):
+        release.wait(120)  # a resolver that never answers, until the test lets go
+        finished.set()
+        raise socket.gaierror("no answer")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging_lookup)
+    try:
+        assert can_reach("https://slow-resolver.invalid", timeout_s=0.1) is False
+        assert not finished.is_set(), "can_reach waited for the lookup to end instead of its own timeout"
+    finally:
+        release.set()
+
+
+def test_huggingface_download_fails_fast(unreachable_hubs: str, tmp_models_dir: Path, connections) -> None:
     destination = tmp_models_dir / "some-model-ov"
-    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+    with pytest.raises(HubUnreachableError) as error:
         download_from_huggingface("OpenVINO/some-model-ov", destination)
-    assert watch.seconds < QUICK_S
+    assert attempts_to(connections, unreachable_hubs) == REFUSED_ONCE
     assert_points_to_the_offline_pair(error, unreachable_hubs)
     assert "Hugging Face" in str(error.value)
     assert list(tmp_models_dir.iterdir()) == []  # nothing created, not even a temporary folder
 
 
-def test_modelscope_download_fails_fast(unreachable_hubs: str, tmp_models_dir: Path) -> None:
-    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+def test_modelscope_download_fails_fast(unreachable_hubs: str, tmp_models_dir: Path, connections) -> None:
+    with pytest.raises(HubUnreachableError) as error:
         download_from_modelscope("OpenVINO/some-model-ov", tmp_models_dir / "some-model-ov", 1e6)
-    assert watch.seconds < QUICK_S
+    assert attempts_to(connections, unreachable_hubs) == REFUSED_ONCE
     assert_points_to_the_offline_pair(error, unreachable_hubs)
     assert "ModelScope" in str(error.value)
     assert list(tmp_models_dir.iterdir()) == []
@@ -103,18 +141,18 @@ def test_modelscope_download_fails_fast(unreachable_hubs: str, tmp_models_dir: P
 
 @pytest.mark.parametrize("spec, source", [(PHI3_DRAFT, None), (PHI3_MAIN, "modelscope"), (DOLLY_3B, "export")],
                          ids=["phi3-draft-default", "phi3-main-modelscope", "dolly-export"])
-def test_get_model_fails_fast(unreachable_hubs: str, tmp_models_dir: Path, spec, source) -> None:
-    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+def test_get_model_fails_fast(unreachable_hubs: str, tmp_models_dir: Path, connections, spec, source) -> None:
+    with pytest.raises(HubUnreachableError) as error:
         get_model(spec, source)
-    assert watch.seconds < QUICK_S
+    assert attempts_to(connections, unreachable_hubs) == REFUSED_ONCE
     assert_points_to_the_offline_pair(error, unreachable_hubs)
     assert not spec.path.exists() and list(tmp_models_dir.iterdir()) == []
 
 
-def test_export_from_hub_fails_fast(unreachable_hubs: str, tmp_models_dir: Path) -> None:
-    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+def test_export_from_hub_fails_fast(unreachable_hubs: str, tmp_models_dir: Path, connections) -> None:
+    with pytest.raises(HubUnreachableError) as error:
         export_from_hub(DOLLY_3B)
-    assert watch.seconds < QUICK_S
+    assert attempts_to(connections, unreachable_hubs) == REFUSED_ONCE
     assert_points_to_the_offline_pair(error, unreachable_hubs)
     with pytest.raises(ValueError, match="no checkpoint to export"):
         export_from_hub(PHI3_DRAFT)
@@ -237,9 +275,10 @@ def hung_hubs(monkeypatch) -> str:
 @pytest.mark.standins  # waits out a silent stand-in hub
 def test_get_model_does_not_hang_on_a_hub_that_never_answers(hung_hubs: str, tmp_models_dir: Path, spec,
                                                              source) -> None:
-    with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+    started = time.monotonic()
+    with pytest.raises(HubUnreachableError) as error:
         get_model(spec, source)
-    assert watch.seconds < HUNG_HUB_LIMIT_S
+    assert time.monotonic() - started < HUNG_HUB_LIMIT_S
     assert_points_to_the_offline_pair(error, hung_hubs)
     assert "did not answer within" in str(error.value)
     assert list(tmp_models_dir.iterdir()) == []
@@ -254,12 +293,13 @@ STALLED_FILE = "openvino_model.bin"
 STALLED_REPOSITORY = {"config.json": b"{}", "openvino_tokenizer.xml": b"<net/>", STALLED_FILE: b"w" * 300_000}
 
 
-def test_modelscope_download_limits_are_set_inside_and_restored_after() -> None:
+def test_modelscope_download_limits_are_set_inside_and_restored_after(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
     modules = {name: importlib.import_module(module) for module, name in model_fetch.MODELSCOPE_SETTINGS}
+    for name, module in modules.items():
+        monkeypatch.setattr(module, name, f"{name} as it was")  # whatever modelscope's own value: it comes back
     before = {name: getattr(module, name) for name, module in modules.items()}
-    assert before == {"DOWNLOAD_TIMEOUT": 60, "DOWNLOAD_RETRY_TIMES": 5}  # modelscope_hub's defaults, no env set
     with model_fetch.modelscope_download_limits(read_timeout_s=1.5, retries=0):
         assert {name: getattr(module, name) for name, module in modules.items()} == {
             "DOWNLOAD_TIMEOUT": 1.5, "DOWNLOAD_RETRY_TIMES": 0}
@@ -269,23 +309,45 @@ def test_modelscope_download_limits_are_set_inside_and_restored_after() -> None:
     assert {name: getattr(module, name) for name, module in modules.items()} == before
 
 
+@pytest.fixture
+def sent_requests(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """(url, timeout) of every request sent through `requests` (which modelscope uses) during the test."""
+    import requests.adapters
+
+    sent: list[tuple[str, object]] = []
+    real_send = requests.adapters.HTTPAdapter.send
+
+    def send(self, request, **options):
+        sent.append((request.url, options.get("timeout")))
+        return real_send(self, request, **options)
+
+    monkeypatch.setattr(requests.adapters.HTTPAdapter, "send", send)
+    return sent
+
+
+def read_timeout(timeout: object) -> object:
+    """The read part of a `requests` timeout: (connect, read) or one number for both."""
+    return timeout[1] if isinstance(timeout, tuple) else timeout
+
+
 @pytest.mark.parametrize("retries", [0, 1])
 def test_a_modelscope_download_that_stalls_gives_up_with_a_clear_error(tmp_models_dir: Path, monkeypatch,
-                                                                       retries: int) -> None:
+                                                                       sent_requests, retries: int) -> None:
     """The hub sends part of a file and then nothing: the download ends within its bounds, leaving nothing."""
     read_timeout_s = 1.5
     destination = tmp_models_dir / "tiny-ov"
     with FakeModelScope({"OpenVINO/tiny": STALLED_REPOSITORY}, stall_after={STALLED_FILE: 100_000}) as modelscope:
         monkeypatch.setenv("MODELSCOPE_DOMAIN", modelscope.url)
         monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        with Stopwatch() as watch, pytest.raises(HubUnreachableError) as error:
+        with pytest.raises(HubUnreachableError) as error:
             download_from_modelscope("OpenVINO/tiny", destination, 1e6, read_timeout_s=read_timeout_s,
                                      retries=retries)
         url = modelscope.url
     attempts = [path for method, path in modelscope.requests if method == "GET" and STALLED_FILE in path]
     assert len(attempts) == retries + 1, (str(error.value), modelscope.requests)  # the bounds ended it
-    # each attempt waits read_timeout_s, each retry a back-off of at most 2 s; the rest is start-up
-    assert read_timeout_s * (retries + 1) <= watch.seconds < (read_timeout_s + 2.0) * (retries + 1) + 10.0
+    # each attempt gave up after read_timeout_s without bytes (not modelscope's own 60 s)
+    stalled = [read_timeout(timeout) for sent_url, timeout in sent_requests if f"FilePath={STALLED_FILE}" in sent_url]
+    assert stalled == [read_timeout_s] * (retries + 1), sent_requests
     message = str(error.value)
     assert "\n" not in message and "ModelScope" in message and url in message
     assert f"downloading OpenVINO/tiny failed: no data for 2 s in each of {retries + 1} attempts" in message
@@ -294,12 +356,24 @@ def test_a_modelscope_download_that_stalls_gives_up_with_a_clear_error(tmp_model
     assert [path.name for path in tmp_models_dir.iterdir() if not path.name.endswith(".lock")] == []
 
 
-def test_the_default_modelscope_bounds_are_the_hubs() -> None:
+def test_the_default_modelscope_bounds_are_the_hubs(tmp_models_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """By default a stalled file costs what it costs on the Hugging Face path: READ_TIMEOUT_S per attempt, one retry."""
-    import inspect
+    import importlib
 
-    defaults = {name: parameter.default
-                for name, parameter in inspect.signature(download_from_modelscope).parameters.items()}
-    assert defaults["read_timeout_s"] == model_fetch.READ_TIMEOUT_S == 10.0
-    assert defaults["retries"] == model_fetch.MODELSCOPE_DOWNLOAD_RETRIES == 1
-    assert defaults["read_timeout_s"] * (defaults["retries"] + 1) + 2.0 < 60.0  # measured: 26 s (394 s before)
+    import modelscope
+
+    in_effect: dict[str, float] = {}
+
+    def snapshot_download(model_id: str, local_dir: str, endpoint: str) -> None:
+        in_effect.update({name: getattr(importlib.import_module(module), name)
+                          for module, name in model_fetch.MODELSCOPE_SETTINGS})
+        (Path(local_dir) / "config.json").write_text("{}")
+
+    monkeypatch.setattr(model_fetch, "require_reachable", lambda url, what: None)
+    monkeypatch.setattr(model_fetch, "modelscope_bytes", lambda model_id: 2)
+    monkeypatch.setattr(modelscope, "snapshot_download", snapshot_download)
+    download_from_modelscope("OpenVINO/tiny", tmp_models_dir / "tiny-ov", 1e6)  # no bounds given: the defaults
+    assert in_effect == {"DOWNLOAD_TIMEOUT": model_fetch.READ_TIMEOUT_S,
+                         "DOWNLOAD_RETRY_TIMES": model_fetch.MODELSCOPE_DOWNLOAD_RETRIES}
+    # a stalled file: every attempt's read timeout and a back-off of at most 2 s; measured: 26 s (394 s before)
+    assert in_effect["DOWNLOAD_TIMEOUT"] * (in_effect["DOWNLOAD_RETRY_TIMES"] + 1) + 2.0 < 60.0

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from utils.maintenance.notebook_outputs import (
+from maintainers.notebook_outputs import (
     MAX_NOTEBOOK_BYTES,
     REFERENCE_RUN_KEY,
     WIDGET_VIEW_MIME,
@@ -34,6 +34,7 @@ def executed_notebook(*sources: str) -> nbformat.NotebookNode:
     for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
         cell.execution_count = number + 1
     notebook.metadata[REFERENCE_RUN_KEY] = {"code_fingerprint": code_fingerprint(notebook),
+                                            "fingerprint_scheme": "python-code",
                                             "utils_sources": source_fingerprints(notebook),
                                             "environment_fingerprint": environment_fingerprint()}
     return notebook
@@ -90,8 +91,8 @@ def test_clean_outputs_removes_noise_and_keeps_results() -> None:
 
 
 def test_a_reference_run_starts_from_an_empty_result_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from utils.maintenance import run_notebooks
-    from utils.maintenance.notebook_outputs import refresh
+    from maintainers import run_notebooks
+    from maintainers.notebook_outputs import refresh
     from utils.tuning.result_cache import ResultCache
 
     monkeypatch.setenv("SPECDEC_BUILD_DIR", str(tmp_path))
@@ -156,7 +157,7 @@ def test_dependencies_follow_lazy_and_relative_imports_through_magics(tmp_path: 
 def test_a_changed_line_in_a_module_the_notebook_uses_makes_it_stale(tmp_path: Path, monkeypatch,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """The check sees a module reached only through another module's lazy import, and ignores unused ones."""
-    import utils.maintenance.notebook_outputs as notebook_outputs
+    import maintainers.notebook_outputs as notebook_outputs
 
     root = small_repository(tmp_path)
     monkeypatch.setattr(notebook_outputs, "REPO_ROOT", root)
@@ -183,12 +184,38 @@ def test_changed_data_or_pinned_environment_makes_it_stale(tmp_path: Path) -> No
     assert "pinned environment" in stale_reason(notebook, root)
 
 
+def test_docstrings_comments_and_layout_never_make_a_notebook_stale(tmp_path: Path) -> None:
+    """The quick loop stays green while you edit prose in a module; a change of its code is still refused."""
+    root = small_repository(tmp_path)
+    notebook = fingerprinted(root, "from utils.a import f")
+    (root / "utils" / "c.py").write_text('"""Now with a docstring."""\nimport json  # and a comment\n\n\n'
+                                         'def h():\n    """One."""\n\n    return 1\n')
+    (root / "utils" / "__init__.py").write_text('"""The package, described at length."""\n')
+    assert stale_reason(notebook, root) is None
+    (root / "utils" / "c.py").write_text('"""Now with a docstring."""\nimport json\n\n\ndef h():\n    return "1"\n')
+    assert "utils/c.py" in stale_reason(notebook, root)
+
+
+def test_outputs_fingerprinted_by_bytes_are_compared_by_bytes_until_refreshed(tmp_path: Path) -> None:
+    """Outputs made before the code-only fingerprints still check; a docstring edit stales them (their old rule)."""
+    root = small_repository(tmp_path)
+    notebook = executed_notebook("from utils.a import f")
+    notebook.metadata[REFERENCE_RUN_KEY].update(
+        utils_sources=source_fingerprints(notebook, root, "source-bytes"),
+        environment_fingerprint=environment_fingerprint(root))
+    notebook.metadata[REFERENCE_RUN_KEY].pop("fingerprint_scheme", None)
+    assert stale_reason(notebook, root) is None
+    (root / "utils" / "c.py").write_text('"""A docstring."""\nimport json\n\n\ndef h():\n    return 1\n')
+    assert "utils/c.py" in stale_reason(notebook, root)
+
+
 def test_outputs_made_before_source_fingerprints_are_stale() -> None:
     notebook = executed_notebook("x = 1")
     del notebook.metadata[REFERENCE_RUN_KEY]["utils_sources"]
     assert "recorded no fingerprints" in stale_reason(notebook)
 
 
+@pytest.mark.freshness  # stale after any edit of a module a notebook runs: not in the quick unit loop
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
 def test_committed_outputs_are_fresh(notebook: Path) -> None:
     content = nbformat.read(notebook, as_version=4)
@@ -242,7 +269,7 @@ def test_nbval_fails_when_a_checked_output_was_altered(tmp_path: Path) -> None:
 
 
 def test_section_seconds_add_up_each_sections_cells() -> None:
-    from utils.maintenance.notebook_outputs import section_seconds
+    from maintainers.notebook_outputs import section_seconds
 
     def timed(source: str, start: str, end: str):
         cell = nbformat.v4.new_code_cell(source)
@@ -257,3 +284,21 @@ def test_section_seconds_add_up_each_sections_cells() -> None:
                       timed("d = 4", "15.0", "16.0"), nbformat.v4.new_markdown_cell("## Exercises"),
                       nbformat.v4.new_code_cell("untimed = 0")]
     assert section_seconds(notebook) == {"Parameters": 1.5, "§1": 13.5}
+
+
+def test_the_metadata_records_the_packages_of_the_kernel_that_ran_the_notebook(tmp_path: Path, monkeypatch) -> None:
+    """Notebook 04 runs in IPEX-LLM's own environment: its reference run lists that environment's packages."""
+    import json
+    import venv
+
+    from maintainers.notebook_outputs import kernel_package_versions
+
+    bare = tmp_path / "bare-env"
+    venv.EnvBuilder(with_pip=False).create(bare)
+    spec = tmp_path / "jupyter" / "kernels" / "bare"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({"argv": [str(bare / "bin" / "python"), "-m", "ipykernel_launcher"],
+                                                  "display_name": "bare", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    assert set(kernel_package_versions("bare")) == {"python"}  # nothing of the main environment's
+    assert "openvino" in kernel_package_versions("python3")

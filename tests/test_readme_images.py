@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 
-from utils.maintenance import readme_images
+from maintainers import readme_images
 from utils.paths import REPO_ROOT
 from utils.result_files import FIGURE_NAME_KEY
 

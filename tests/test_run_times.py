@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from utils.maintenance import run_times
+from maintainers import run_times
 
 
 def test_the_pages_quote_the_reference_runs_times_and_the_track_holds() -> None:
@@ -76,7 +76,7 @@ def test_the_readme_names_the_machine_of_each_notebooks_run(tmp_path: Path) -> N
 
 
 def test_the_page_writers_command_writes_unless_asked_only_to_check(tmp_path, capsys) -> None:
-    from utils.maintenance.page_commands import write_then_check
+    from maintainers.page_commands import write_then_check
 
     written: list[str] = []
 

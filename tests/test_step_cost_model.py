@@ -1,6 +1,8 @@
 """The step-cost model of notebook 04: overhead + weight bytes / bandwidth, and the cost ratio c it predicts."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from utils.selfspec import step_cost_model as model
@@ -32,8 +34,13 @@ def test_impossible_inputs_get_a_clear_error(arguments) -> None:
         model.predicted_step_seconds(1e9, {"overhead_seconds": 0.0, "bytes_per_second": 1.0}, "int3")
 
 
-def test_memory_bandwidth_is_a_plausible_machine_figure() -> None:
+def test_memory_bandwidth_is_bytes_read_and_written_over_the_median_copy_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the clock each timed copy reads: start and end of 3 copies taking 0.02 s, 0.01 s and 0.04 s
+    readings = iter([0.0, 0.02, 1.0, 1.01, 2.0, 2.04])
+    monkeypatch.setattr(model, "time", SimpleNamespace(perf_counter=lambda: next(readings)))
     bandwidth = model.memory_bandwidth(megabytes=64, repeats=3)
-    assert 1e8 < bandwidth < 1e12  # between 0.1 GB/s and 1 TB/s: any real machine
-    with pytest.raises(model.StepCostError):
-        model.memory_bandwidth(megabytes=1)
+    assert bandwidth == pytest.approx(2 * 64 * 2**20 / 0.02)  # each copy reads and writes 64 MiB; the median copy
+    assert next(readings, None) is None  # exactly the 3 copies asked for were timed
+    for megabytes, repeats in ((1, 3), (64, 0)):  # an array the caches would hold; no copy at all
+        with pytest.raises(model.StepCostError):
+            model.memory_bandwidth(megabytes=megabytes, repeats=repeats)

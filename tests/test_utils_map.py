@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from utils.maintenance.notebook_outputs import _imported_names
+from maintainers.notebook_outputs import _imported_names
 from utils.paths import REPO_ROOT
 
 UTILS = REPO_ROOT / "utils"
@@ -16,7 +16,7 @@ UTILS = REPO_ROOT / "utils"
 # Bottom to top. A module may import modules of its own package or of a lower layer; packages that share a layer
 # (tuning, selfspec, training) do not import each other. `top` is the handful of modules directly under utils/.
 LAYERS: list[set[str]] = [{"top"}, {"system"}, {"models"}, {"decoding"}, {"tuning", "selfspec", "training"},
-                          {"display"}, {"maintenance"}]
+                          {"display"}]
 MAX_TOP_LEVEL_MODULES = 6
 
 

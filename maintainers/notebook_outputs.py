@@ -4,11 +4,11 @@ The notebooks are committed with the outputs of a run of the project's own
 command on the default (offline) pair, so a reader sees plots, tables and
 coloured tokens on GitHub and on opening. Never edit outputs by hand:
 
-    python -m utils.maintenance.notebook_outputs                       # or: python3 tutorial.py refresh-outputs
-    python -m utils.maintenance.notebook_outputs notebooks/02-*.ipynb  # only these
-    python -m utils.maintenance.notebook_outputs --check               # exit 1 if a notebook's outputs are stale
+    python -m maintainers.notebook_outputs                       # or: python3 tutorial.py refresh-outputs
+    python -m maintainers.notebook_outputs notebooks/02-*.ipynb  # only these
+    python -m maintainers.notebook_outputs --check               # exit 1 if a notebook's outputs are stale
 
-Each notebook runs in its own kernel (as `utils.maintenance.run_notebooks` does); only a
+Each notebook runs in its own kernel (as `maintainers.run_notebooks` does); only a
 run in which every cell passed replaces the committed notebook. Before it is
 written, what only adds diff noise is removed (saved widget state and widget
 views, progress-bar redraws, memory addresses, execution timing metadata), and
@@ -16,13 +16,17 @@ the notebook's metadata records the reference run: when, on what machine,
 with which package versions, and fingerprints of what made the outputs: its
 code cells, the source of every `utils` module it imports (directly or through
 other modules, lazy imports inside functions included) and `utils/data/`, and
-the lock files of the pinned environment. A notebook whose fingerprints no
-longer match is *stale*, and `--check` says what changed; the test command
-fails on it (tests/test_notebook_outputs.py). The metadata also keeps the
+the lock files of the pinned environment. A module's fingerprint is that of its
+code, not its bytes: docstrings, comments and layout do not count, so editing
+them never makes a notebook stale (outputs made before this rule carry
+`fingerprint_scheme` "source-bytes" and are compared byte for byte until they
+are next refreshed). A notebook whose fingerprints no longer match is *stale*,
+and `--check` says what changed; the full test command fails on it
+(tests/test_notebook_outputs.py, tier `freshness`: not the quick unit loop). The metadata also keeps the
 seconds each section took (`section_seconds`), which the teacher's guide's
 workshop track is built from; after the runs the command writes the README's
-images from the stored outputs (`utils.maintenance.readme_images`) and the times
-the README and the teacher's guide quote (`utils.maintenance.run_times`).
+images from the stored outputs (`maintainers.readme_images`) and the times
+the README and the teacher's guide quote (`maintainers.run_times`).
 Before each notebook runs, `refresh` empties notebook 05's result cache
 (`utils.tuning.result_cache`): a reference run measures every timing it stores (a
 refresh that reused cached sweeps once recorded 51 s for a notebook that takes ten minutes).
@@ -33,14 +37,16 @@ import argparse
 import ast
 import datetime as dt
 import hashlib
+import json
 import os
 import platform
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from utils.maintenance.run_notebooks import default_notebooks
+from maintainers.run_notebooks import default_notebooks
 from utils.paths import REPO_ROOT, build_dir
 
 REFERENCE_RUN_KEY = "reference_run"
@@ -128,17 +134,42 @@ def utils_dependencies(sources: Iterable[str], root: Path | None = None) -> list
     return sorted(found.values())
 
 
+# How a module's fingerprint is made: "python-code" hashes its syntax tree without docstrings (comments and layout
+# never reach the tree); "source-bytes", the scheme of outputs made before it, hashes the file's bytes.
+FINGERPRINT_SCHEME = "python-code"
+LEGACY_FINGERPRINT_SCHEME = "source-bytes"
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    """The tree with every module, class and function docstring removed (in place; also returned)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+                    first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return tree
+
+
+def file_fingerprint(path: Path, scheme: str = FINGERPRINT_SCHEME) -> str:
+    """SHA-256 of what in a file can change what a notebook prints: a Python module's code, any other file's bytes."""
+    data = path.read_bytes()
+    if scheme == FINGERPRINT_SCHEME and path.suffix == ".py":
+        data = ast.dump(_without_docstrings(ast.parse(data, filename=str(path)))).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
 def code_sources(notebook: Any) -> list[str]:
     return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
 
 
-def source_fingerprints(notebook: Any, root: Path | None = None) -> dict[str, str]:
-    """SHA-256 of each utils file the notebook's code runs and of each file of utils/data, by path under root."""
+def source_fingerprints(notebook: Any, root: Path | None = None, scheme: str = FINGERPRINT_SCHEME) -> dict[str, str]:
+    """The fingerprint of each utils file the notebook's code runs and of each file of utils/data, by path."""
     root = root or REPO_ROOT
     files = utils_dependencies(code_sources(notebook), root)
     if files:
         files += sorted(path for path in (root / PACKAGE / "data").rglob("*") if path.is_file())
-    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
+    return {path.relative_to(root).as_posix(): file_fingerprint(path, scheme) for path in files}
 
 
 def environment_fingerprint(root: Path | None = None) -> str:
@@ -166,7 +197,8 @@ def stale_reason(notebook: Any, root: Path | None = None) -> str | None:
         return "its code cells changed after its outputs were made"
     if "utils_sources" not in reference:
         return "its reference run recorded no fingerprints of the utils modules it uses (made by an older command)"
-    changed = _changed_sources(reference["utils_sources"], source_fingerprints(notebook, root))
+    scheme = reference.get("fingerprint_scheme", LEGACY_FINGERPRINT_SCHEME)
+    changed = _changed_sources(reference["utils_sources"], source_fingerprints(notebook, root, scheme))
     if changed:
         shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
         return f"utils code it runs changed after its outputs were made: {shown}"
@@ -246,15 +278,49 @@ def clean_outputs(notebook: Any) -> Any:
     return notebook
 
 
+# Besides what the main environment's report lists, the packages a notebook's own kernel may teach (IPEX-LLM's).
+KERNEL_EXTRA_PACKAGES = ("ipex-llm", "accelerate")
+_VERSIONS_SCRIPT = """import importlib.metadata as metadata, json, sys
+versions = {"python": sys.version.split()[0]}
+for name in sys.argv[1:]:
+    try:
+        versions[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        pass
+print(json.dumps(versions))
+"""
+
+
+def kernel_python(kernel_name: str | None) -> str:
+    """The interpreter a notebook's kernel runs (its kernelspec's first argument); this one for the default kernel."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        program = KernelSpecManager().get_kernel_spec(kernel_name or "python3").argv[0]
+    except NoSuchKernel:
+        return sys.executable
+    return program if Path(program).is_absolute() else sys.executable
+
+
+def kernel_package_versions(kernel_name: str | None) -> dict[str, str]:
+    """The versions installed where the notebook ran (notebook 04's IPEX-LLM kernel has its own environment)."""
+    from utils.system.environment_report import PACKAGES
+
+    shown = subprocess.run([kernel_python(kernel_name), "-c", _VERSIONS_SCRIPT, *PACKAGES, *KERNEL_EXTRA_PACKAGES],
+                           capture_output=True, text=True, check=True, timeout=120)
+    return json.loads(shown.stdout)
+
+
 def reference_run_metadata(notebook: Any, seconds: float, load_average: float | None,
                            sections: dict[str, float] | None = None) -> dict:
     """What the metadata records about a reference run (the CPU and its load matter to every timing)."""
-    from utils.system.environment_report import cpu_features, openvino_devices, package_versions
+    from utils.system.environment_report import cpu_features, openvino_devices
 
     cpu = cpu_features()
     precisions = {device["device"]: device["default_precision"] for device in openvino_devices()}
     return {
         "code_fingerprint": code_fingerprint(notebook),
+        "fingerprint_scheme": FINGERPRINT_SCHEME,
         "utils_sources": source_fingerprints(notebook),
         "environment_fingerprint": environment_fingerprint(),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -265,7 +331,7 @@ def reference_run_metadata(notebook: Any, seconds: float, load_average: float | 
         "machine": {"cpu": cpu["model"], "cores": cpu["logical_cores"], "platform": platform.platform(),
                     "default_precision": precisions},
         "load_average_at_start": None if load_average is None else round(load_average, 2),
-        "packages": package_versions(),
+        "packages": kernel_package_versions(notebook.metadata.get("kernelspec", {}).get("name")),
         "command": "python3 tutorial.py refresh-outputs",
     }
 
@@ -274,7 +340,7 @@ def refresh(notebook_path: Path, work_dir: Path, cell_timeout: int) -> tuple[boo
     """Run one notebook; if every cell passed, write it back with clean outputs. Returns (ok, message)."""
     import nbformat
 
-    from utils.maintenance.run_notebooks import PASSED, run_notebook
+    from maintainers.run_notebooks import PASSED, run_notebook
     from utils.tuning.result_cache import ResultCache
 
     ResultCache().clear()  # a reference run measures every timing it stores, none comes from an earlier run
@@ -303,7 +369,7 @@ def describe_reference_run(notebook: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.maintenance.notebook_outputs",
+    parser = argparse.ArgumentParser(prog="python -m maintainers.notebook_outputs",
                                      description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to refresh (default: all)")
@@ -334,8 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ok, message = refresh(path, work_dir, arguments.timeout)
         print(message, flush=True)
         failures += not ok
-    from utils.maintenance.readme_images import export_images, image_problems
-    from utils.maintenance.run_times import out_of_date, track_problems, update_all
+    from maintainers.readme_images import export_images, image_problems
+    from maintainers.run_times import out_of_date, track_problems, update_all
 
     for written in export_images():
         print(f"README image written from the stored outputs: {written.relative_to(REPO_ROOT)}")

@@ -6,9 +6,9 @@ executed notebooks (``.ipynb`` and a browser-readable ``.html``),
 ``summary.json`` and ``summary.html`` (run time and outcome per notebook, plus
 the machine it ran on) go to the output folder.
 
-    python -m utils.maintenance.run_notebooks                       # every notebooks/*.ipynb
-    python -m utils.maintenance.run_notebooks notebooks/01-*.ipynb --timeout 900
-    python -m utils.maintenance.run_notebooks --output /tmp/check --skip-missing-kernels
+    python -m maintainers.run_notebooks                       # every notebooks/*.ipynb
+    python -m maintainers.run_notebooks notebooks/01-*.ipynb --timeout 900
+    python -m maintainers.run_notebooks --output /tmp/check --skip-missing-kernels
 
 The exit status is 1 if any notebook failed, 0 otherwise.
 """
@@ -278,7 +278,7 @@ def timeout_argument(text: str) -> int:
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(
-        prog="python -m utils.maintenance.run_notebooks",
+        prog="python -m maintainers.run_notebooks",
         description="Execute notebooks headless, each in the kernel its metadata names "
         f"(default {FALLBACK_KERNEL}), and write the executed copies plus summary.html/.json.",
     )

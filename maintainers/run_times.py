@@ -1,7 +1,7 @@
 """Times the README and the teacher's guide quote, taken from the notebooks' reference run.
 
-    python -m utils.maintenance.run_times            # rewrite them from the notebooks' metadata
-    python -m utils.maintenance.run_times --check    # exit 1 if a quoted time or the workshop track is out of date
+    python -m maintainers.run_times            # rewrite them from the notebooks' metadata
+    python -m maintainers.run_times --check    # exit 1 if a quoted time or the workshop track is out of date
 
 The README's notebook table ends each row with the notebook's reference-run time, its footnote says between two
 markers which machine and run size made each notebook's run (`machines_sentence`), and the teacher's guide holds the
@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.maintenance.page_commands import write_then_check
+from maintainers.page_commands import write_then_check
 from utils.paths import REPO_ROOT
 
 WORKSHOP_MINUTES = 180
@@ -215,7 +215,7 @@ def update_all(root: Path = REPO_ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return write_then_check(argv, "python -m utils.maintenance.run_times", __doc__.split("\n\n")[0], update_all,
+    return write_then_check(argv, "python -m maintainers.run_times", __doc__.split("\n\n")[0], update_all,
                             lambda: out_of_date() + track_problems())
 
 

@@ -1,7 +1,7 @@
 """The README's and docs' result images are the notebooks' reference run: taken from the stored outputs.
 
-    python -m utils.maintenance.readme_images            # write docs/images/ from the notebooks' outputs
-    python -m utils.maintenance.readme_images --check    # exit 1 if an image differs from its notebook's output
+    python -m maintainers.readme_images            # write docs/images/ from the notebooks' outputs
+    python -m maintainers.readme_images --check    # exit 1 if an image differs from its notebook's output
 
 `utils.result_files.save_figure` shows each saved plot in its notebook as the PNG bytes it wrote, named in the
 output's metadata; `python3 tutorial.py refresh-outputs` calls `export_images` after the notebooks ran, so every
@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from utils.maintenance.page_commands import write_then_check
+from maintainers.page_commands import write_then_check
 from utils.paths import REPO_ROOT
 from utils.result_files import FIGURE_NAME_KEY
 
@@ -77,7 +77,7 @@ def export_images(root: Path = REPO_ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return write_then_check(argv, "python -m utils.maintenance.readme_images", __doc__.split("\n\n")[0],
+    return write_then_check(argv, "python -m maintainers.readme_images", __doc__.split("\n\n")[0],
                             export_images, image_problems)
 
 

@@ -1,7 +1,7 @@
 """The command line the page writers share (`readme_images`, `run_times`): rewrite the pages, then check them.
 
-    python -m utils.maintenance.<writer>            # write what is out of date, then report what still is
-    python -m utils.maintenance.<writer> --check    # only report; exit 1 if anything is out of date
+    python -m maintainers.<writer>            # write what is out of date, then report what still is
+    python -m maintainers.<writer> --check    # only report; exit 1 if anything is out of date
 """
 from __future__ import annotations
 
