@@ -368,6 +368,33 @@ def describe_reference_run(notebook: Any) -> str:
             f"of {run.get('machine', {}).get('cpu')}, load average {run.get('load_average_at_start')} at its start")
 
 
+def migrate_fingerprints(notebooks: Sequence[Path]) -> int:
+    """Give notebooks whose outputs the current code made (fresh byte for byte) the code-only fingerprints.
+
+    The outputs and every other field stay as the reference run wrote them; a stale notebook is left alone.
+    """
+    import nbformat
+
+    stale = 0
+    for path in notebooks:
+        notebook = nbformat.read(path, as_version=4)
+        reference = notebook.metadata.get(REFERENCE_RUN_KEY, {})
+        if reference.get("fingerprint_scheme", LEGACY_FINGERPRINT_SCHEME) == FINGERPRINT_SCHEME:
+            print(f"{path.name}: already fingerprinted by code")
+            continue
+        reason = stale_reason(notebook)
+        if reason:
+            print(f"{path.name}: stale, left alone: {reason}")
+            stale += 1
+            continue
+        reference["fingerprint_scheme"] = FINGERPRINT_SCHEME
+        reference["utils_sources"] = source_fingerprints(notebook)
+        reference["fingerprint_scheme_migrated"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        nbformat.write(notebook, path)
+        print(f"{path.name}: fresh by its bytes; now fingerprinted by code")
+    return 1 if stale else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m maintainers.notebook_outputs",
                                      description=__doc__.split("\n\n")[0],
@@ -375,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to refresh (default: all)")
     parser.add_argument("--check", action="store_true", help="only report stale notebooks; exit 1 if any")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell (default 3600)")
+    parser.add_argument("--migrate-fingerprints", action="store_true",
+                        help="re-record the module fingerprints of notebooks that are fresh by their bytes with the "
+                             "code-only scheme (their outputs untouched); exit 1 if one is stale")
     arguments = parser.parse_args(argv)
     notebooks = [path.resolve() for path in arguments.notebooks] or default_notebooks()
     missing = [str(path) for path in notebooks if not path.is_file()]
@@ -382,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"no such notebook: {', '.join(missing)}")
     if arguments.timeout < 1:
         parser.error("--timeout must be at least 1 second")
+    if arguments.migrate_fingerprints:
+        return migrate_fingerprints(notebooks)
     if arguments.check:
         import nbformat
 
