@@ -89,6 +89,12 @@ def readme_with_times(text: str, root: Path = REPO_ROOT) -> str:
     return _README_ROW.sub(replace, text)
 
 
+def hand_written(text: str) -> str:
+    """A page without what this module writes into it (the README's times, the track, the machines' sentence)."""
+    text = _README_ROW.sub(lambda match: f"{match.group(1)}{match.group(4)}", text)
+    return re.sub(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", " ", text, flags=re.S)
+
+
 def number_ranges(numbers: list[str]) -> str:
     """["00", "01", "02", "05"] -> "00–02, 05" (consecutive notebook numbers as a range)."""
     runs: list[list[str]] = []

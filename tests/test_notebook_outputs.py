@@ -196,23 +196,13 @@ def test_docstrings_comments_and_layout_never_make_a_notebook_stale(tmp_path: Pa
     assert "utils/c.py" in stale_reason(notebook, root)
 
 
-def test_outputs_fingerprinted_by_bytes_are_compared_by_bytes_until_refreshed(tmp_path: Path) -> None:
-    """Outputs made before the code-only fingerprints still check; a docstring edit stales them (their old rule)."""
-    root = small_repository(tmp_path)
-    notebook = executed_notebook("from utils.a import f")
-    notebook.metadata[REFERENCE_RUN_KEY].update(
-        utils_sources=source_fingerprints(notebook, root, "source-bytes"),
-        environment_fingerprint=environment_fingerprint(root))
-    notebook.metadata[REFERENCE_RUN_KEY].pop("fingerprint_scheme", None)
-    assert stale_reason(notebook, root) is None
-    (root / "utils" / "c.py").write_text('"""A docstring."""\nimport json\n\n\ndef h():\n    return 1\n')
-    assert "utils/c.py" in stale_reason(notebook, root)
-
-
 def test_outputs_made_before_source_fingerprints_are_stale() -> None:
     notebook = executed_notebook("x = 1")
     del notebook.metadata[REFERENCE_RUN_KEY]["utils_sources"]
-    assert "recorded no fingerprints" in stale_reason(notebook)
+    assert "recorded no code fingerprints" in stale_reason(notebook)
+    notebook = executed_notebook("x = 1")
+    del notebook.metadata[REFERENCE_RUN_KEY]["fingerprint_scheme"]  # fingerprinted by bytes, before the code rule
+    assert "recorded no code fingerprints" in stale_reason(notebook)
 
 
 @pytest.mark.freshness  # stale after any edit of a module a notebook runs: not in the quick unit loop

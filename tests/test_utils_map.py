@@ -1,5 +1,5 @@
 """utils/ is a house you can see: every module on the map of utils/README.md, imports that only go downwards
-through the layers, no cycle, and each module stamped with the notebook sections that use it."""
+through the layers, and no cycle."""
 from __future__ import annotations
 
 import ast
@@ -110,55 +110,3 @@ def test_modules_over_500_lines_say_why_at_their_top() -> None:
                    if len(path.read_text(encoding="utf-8").splitlines()) > 520
                    and "Why one module" not in path.read_text(encoding="utf-8")[:4000]]
     assert not unexplained, f"split these modules or say at their top why not ('Why one module'): {unexplained}"
-
-
-SECTION_HEADING = re.compile(r"^## (?:(\d+)\.\s|(.+)$)", re.M)
-USED_IN = re.compile(r"^Used in notebook sections: (.+)\.$", re.M)
-
-
-def sections_importing_each_module() -> dict[str, dict[str, list[str]]]:
-    """For each utils module, per notebook number, the sections ('§3', or a heading such as 'Exercises') whose
-    own code cells import it, in notebook order."""
-    import nbformat
-
-    known = utils_modules()
-    found: dict[str, dict[str, list[str]]] = {}
-    for notebook in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
-        section = "Parameters"
-        for cell in nbformat.read(notebook, as_version=4).cells:
-            if cell.cell_type == "markdown":
-                for match in SECTION_HEADING.finditer(cell.source):
-                    section = f"§{match.group(1)}" if match.group(1) else match.group(2).strip()
-                continue
-            if cell.cell_type != "code":
-                continue
-            for name in _imported_names(cell.source):
-                if name in known and name.count(".") >= 1 and not known[name].name == "__init__.py":
-                    sections = found.setdefault(name, {}).setdefault(notebook.name[:2], [])
-                    if section not in sections:
-                        sections.append(section)
-    return found
-
-
-def used_in_line(sections: dict[str, list[str]]) -> str:
-    """'Used in notebook sections: 02 §3 §8; 05 §1.'"""
-    return "Used in notebook sections: " + "; ".join(
-        f"{number} {' '.join(names)}" for number, names in sorted(sections.items())) + "."
-
-
-def test_each_module_is_stamped_with_the_notebook_sections_that_use_it() -> None:
-    """A module's docstring ends with the sections whose code cells import it, like d2l's 'Defined in' stamps."""
-    stamps = sections_importing_each_module()
-    wrong = {}
-    for module, path in utils_modules().items():
-        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-        stated = USED_IN.search(docstring)
-        wanted = used_in_line(stamps[module]) if module in stamps else None
-        if (stated.group(0) if stated else None) != wanted:
-            wrong[module] = wanted or "(no stamp: no notebook imports it)"
-    assert not wrong, f"end these modules' docstrings with the line shown: {wrong}"
-
-
-def test_the_stamp_names_sections_in_the_notebooks_order() -> None:
-    assert used_in_line({"05": ["§1", "§11"], "02": ["Parameters", "§8"]}) == \
-        "Used in notebook sections: 02 Parameters §8; 05 §1 §11."

@@ -1,6 +1,6 @@
 """Checks of user input and resources made before any long work, each failing with one line that says what to do.
 
-Used by the command-line tools (`utils.decoding.benchmark`, `utils.maintenance.run_notebooks`) and
+Used by the command-line tools (`utils.decoding.benchmark`, `maintainers.run_notebooks`) and
 by `utils.decoding.generation` and `utils.decoding.pipelines` (settings, pipelines, prompts). Every input check raises a
 ValueError subclass (`InputError` unless the caller passes its own class), so a
 command line can print the message as a usage error instead of a traceback.
@@ -15,8 +15,6 @@ The one resource check, `require_free_disk` (used by `model_fetch`, `offline_pai
     check_prompt_fits(8000, 256, 8192, "SmolLM2") -> InputError: ... context of 8192 tokens ...
     check_writable_file(Path("out/bench.json"))   -> the path, once its folder is known to be writable
     require_free_disk(Path("models"), 5e9)        -> InsufficientDiskError: ... need about 5.5 GB, 1.2 GB free ...
-
-Used in notebook sections: 02 Parameters; 03 Parameters; 04 Parameters; 05 Parameters; 06 Parameters; 07 Parameters; 08 Parameters.
 """
 from __future__ import annotations
 

@@ -6,8 +6,6 @@ to the repository root, never to the current directory, so the command line
 (run from anywhere) and the notebooks (whose kernels run in `notebooks/`) mean
 the same folder: `SPECDEC_MODELS_DIR=models-big` is `<repository>/models-big`
 everywhere. `~` is expanded.
-
-Used in notebook sections: 00 §1; 01 §3 §6; 02 §2; 04 Parameters; 08 Parameters.
 """
 from __future__ import annotations
 
@@ -47,6 +45,6 @@ def figures_dir() -> Path:
     """Where notebooks save their plots as PNG: `build/figures` unless `$SPECDEC_FIGURES_DIR` says otherwise.
 
     The README's images are not taken from here but from the notebooks' stored outputs
-    (`utils.maintenance.readme_images`), which show the very bytes written here.
+    (`maintainers.readme_images`), which show the very bytes written here.
     """
     return configured_dir(FIGURES_DIR_ENV, build_dir() / "figures")

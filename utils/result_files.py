@@ -1,7 +1,5 @@
 """Files a run writes for later: a plot as PNG (shown in the notebook as those very bytes, named, so the README's
 images can be taken from the stored outputs), results as JSON.
-
-Used in notebook sections: 02 §3; 03 §2 §3; 04 §1; 05 Parameters; 08 §6.
 """
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
 """Show lists of records as tables in a notebook (no pandas needed).
-
-Used in notebook sections: 00 Parameters; 01 Parameters; 02 §3; 04 §1; 05 Parameters; 06 Parameters; 07 §3 §4; 08 Parameters.
 """
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
 """Comparing two generations token by token (used for the losslessness checks).
-
-Used in notebook sections: 02 §9; 03 §5; 04 §8.
 """
 from __future__ import annotations
 

@@ -37,8 +37,6 @@ pass. Definitions:
 * **lossless** (a summary row of several prompts): its speed-up was measured on
   every prompt (same token count as plain) and every output equalled plain,
   token for token; `fastest_lossless` picks among such rows.
-
-Used in notebook sections: 04 §12.
 """
 from __future__ import annotations
 

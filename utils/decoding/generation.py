@@ -38,8 +38,6 @@ loaded: `SpeculationSetupError` for settings (see `DecodingSettings`), and
 
 Pipelines are built by `utils.decoding.pipelines.load_pipeline`; tables and breakdowns of the records are in
 `utils.decoding.generation_reports`. Heavy imports (openvino_genai) happen inside functions.
-
-Used in notebook sections: 02 §3 §6 §7; 03 Parameters §2; 05 §6; 07 §3 §4; 08 §7.
 """
 
 from __future__ import annotations

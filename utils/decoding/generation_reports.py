@@ -4,8 +4,6 @@
     show_table(summarise(compared))               # speed-up, acceptance, tokens per pass per (backend, mode, setting)
     show_table(speculation_breakdown(compared))   # draft and main time per pass, c, per-token acceptance
     pair = first_divergent_pair(compared)         # the first record that differs from plain, if any
-
-Used in notebook sections: 02 §3 §4 §5 §7; 03 Parameters §3; 05 §11; 07 §3 §4; 08 §7.
 """
 from __future__ import annotations
 

@@ -9,8 +9,6 @@ Every pipeline of the project comes from `load_pipeline`, so plain and speculati
 checked first (`check_main_folder`, `check_draft_folder`) with errors that say what to do. Running prompts
 and measuring them is `utils.decoding.generation`; tables and breakdowns of the records are `utils.decoding.generation_reports`.
 Heavy imports (openvino_genai) happen inside functions.
-
-Used in notebook sections: 02 Parameters §3 §9; 03 Parameters; 08 §1 §7.
 """
 from __future__ import annotations
 

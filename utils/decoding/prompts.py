@@ -12,8 +12,6 @@ words, which is easiest on predictable text (code, formulaic answers).
 
 Some prompts are long (>= 256 tokens with SmolLM2's tokenizer; `length == "long"`)
 so that later notebooks can compare short against long prompts.
-
-Used in notebook sections: 02 Parameters; 03 Parameters §2 §5; 04 §1; 06 Parameters; 07 Parameters §4; 08 Parameters.
 """
 from __future__ import annotations
 

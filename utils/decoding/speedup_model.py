@@ -10,8 +10,6 @@ The second formula assumes that the main model verifies k+1 tokens in the time
 of one plain step. `predicted_speedup_with_step_times` drops that assumption:
 it takes the measured time of the verification step instead (see
 utils.decoding.step_timing), which on a CPU grows with k.
-
-Used in notebook sections: 04 §13; 05 §8 Exercises; 06 §7; 07 §4 Exercises; 08 §10.
 """
 from __future__ import annotations
 

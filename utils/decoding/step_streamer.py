@@ -16,8 +16,6 @@ steps from a record without a streamer.
 Caveat: the last step can be cut short by `max_new_tokens` or the end-of-sequence
 token; its last token is then shown as the main model's although it may have
 been an accepted draft token.
-
-Used in notebook sections: 02 §6; 03 §2.
 """
 from __future__ import annotations
 

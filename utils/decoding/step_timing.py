@@ -16,8 +16,6 @@ speculative decoding runs a paged-attention version of the same model, so its
 absolute times differ a little; the *shape* of the curve is what matters.
 
 Heavy imports (openvino, numpy) happen inside functions.
-
-Used in notebook sections: 05 §1; 06 §5.
 """
 from __future__ import annotations
 

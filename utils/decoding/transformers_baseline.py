@@ -26,8 +26,6 @@ What it measures: wall time around `generate`, generated tokens, main-model
 forward passes (counted with a forward hook). transformers does not report
 acceptance, TTFT or TPOT, so those stay None. Precision is f32 (PyTorch CPU
 default), so compare with OpenVINO GenAI runs at ``precision="f32"``.
-
-Used in notebook sections: 03 §5.
 """
 from __future__ import annotations
 

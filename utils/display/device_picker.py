@@ -5,8 +5,6 @@
     load_pipeline(..., picker.value)  # the next cells read the choice (as openvino_notebooks' device widget)
 
 The default is `default_device()`: the requested device if this machine has it, else CPU (always there).
-
-Used in notebook sections: 00 §6; 02 Parameters; 07 §1.
 """
 from __future__ import annotations
 

@@ -6,8 +6,6 @@
 
 The measured points are drawn over the curve, so a learner sees why a cheap-but-poor or a good-but-costly draft
 does not pay, and what acceptance a draft needs at a given c (`utils.decoding.speedup_model.break_even_acceptance`).
-
-Used in notebook sections: 07 §4.
 """
 from __future__ import annotations
 

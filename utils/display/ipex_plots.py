@@ -5,8 +5,6 @@
     ipex_plots.plot_draft_settings(comparisons)            # acceptance, tokens per pass, speed-up per draft setting
     ipex_plots.plot_side_by_side(rows)              # IPEX-LLM and OpenVINO GenAI rows of `summary_rows`
     ipex_plots.plot_payoff(a, k, measured_c, fit)   # predicted speed-up against c and model size
-
-Used in notebook sections: 04 §1.
 """
 from __future__ import annotations
 

@@ -23,8 +23,6 @@ length is checked with the main model's tokenizer alone (`PromptTokens`), before
 pipeline is loaded. The settings and their checks live in `utils.display.playground_choice`. Pipelines live in a `PipelineCache`: `utils.tuning.pipeline_pool.BoundedPipelines`
 (the course's one bounded cache, at most `keep` pipelines) plus an untimed warm-up; each
 pipeline it frees to make room is named in the message box (`message_history`).
-
-Used in notebook sections: 07 §2 §4.
 """
 from __future__ import annotations
 

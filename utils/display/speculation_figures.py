@@ -3,8 +3,6 @@
 Every function draws with matplotlib (imported lazily) and returns the Figure.
 The plotting functions take `utils.decoding.generation.GenerationRecord`s, after
 `compare_with_plain`, so they show only speed-ups that the honesty rules allow.
-
-Used in notebook sections: 02 §1 §3 §5 §6; 03 §2 §3 §5; 08 §7.
 """
 from __future__ import annotations
 

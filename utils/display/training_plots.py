@@ -1,6 +1,4 @@
 """Plots for notebook 06: the draft's training curve, and what its acceptance buys according to the speed-up formula.
-
-Used in notebook sections: 06 §3 §7.
 """
 from __future__ import annotations
 

@@ -4,8 +4,6 @@ Every plot of a speed-up draws the plain-decoding reference (1.0x) as a line.
 Functions take the results of `utils.tuning.sweeps`, `utils.tuning.concurrency`,
 `utils.tuning.pipeline_memory`, `utils.decoding.step_timing` and `utils.tuning.autotune` and
 return a matplotlib Figure; matplotlib is imported inside them.
-
-Used in notebook sections: 05 Parameters §11; 06 §6.
 """
 from __future__ import annotations
 

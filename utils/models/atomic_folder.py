@@ -10,8 +10,6 @@ Builds of one folder exclude each other: a build holds the lock file
 system releases the lock when the process ends, however it ends). A temporary
 folder whose process is still alive is never touched; one left by a dead
 process (crash, Ctrl-C, `kill -9`) is removed by the next build of that folder.
-
-Used in notebook sections: 06 §4; 08 §6 §10.
 """
 from __future__ import annotations
 

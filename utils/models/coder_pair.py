@@ -13,8 +13,6 @@ export of that model is done. A float16 copy of each Hugging Face folder is
 kept (`hf_copy_path`: the same models for transformers, notebook 03). Every
 folder is written atomically with its recipe (package versions included) and
 rebuilt only when missing or stale.
-
-Used in notebook sections: 02 Parameters; 03 §6 §7; 05 §11; 07 Parameters; 08 §10.
 """
 from __future__ import annotations
 

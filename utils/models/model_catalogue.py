@@ -3,8 +3,6 @@
 A *pair* is a main (target) model and a draft model that share a tokenizer.
 Disk and memory figures are derived from parameter counts and weight formats
 (see `ModelSpec.disk_gb`), so they are estimates, not measurements.
-
-Used in notebook sections: 00 Parameters Exercises; 01 Parameters §2 §3; 02 Parameters; 03 Parameters; 05 Parameters; 08 §7 §10.
 """
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
 """Check model folders and pairs before any long work starts, with errors that say what to do.
-
-Used in notebook sections: 01 §6; 03 §6; 05 Parameters §11; 06 §4; 08 §7.
 """
 from __future__ import annotations
 

@@ -6,8 +6,6 @@ connect and read timeouts: no hang), gives up on a download that stalls (the Hug
 client's read timeout; for ModelScope `modelscope_download_limits`), and writes atomically
 (see `atomic_folder`). The offline pair is built by `offline_pair`, which this module calls
 (never the other way round).
-
-Used in notebook sections: 00 Parameters; 01 §3 §4.
 """
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
 """Folder sizes of model variants, measured on disk and compared with the estimates.
-
-Used in notebook sections: 01 §5.
 """
 from __future__ import annotations
 

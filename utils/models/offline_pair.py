@@ -7,8 +7,6 @@ from what its `.complete` marker recorded) or made by a different recipe
 checked before any work; two runs at once take turns folder by folder (the
 second finds the first's folders done and reuses them). It needs nothing from the hubs:
 `model_fetch` imports this module, never the other way round.
-
-Used in notebook sections: 01 §5.
 """
 from __future__ import annotations
 

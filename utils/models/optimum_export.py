@@ -1,6 +1,4 @@
 """Run `optimum-cli export openvino`, printing the exact command, into an atomic folder.
-
-Used in notebook sections: 01 §2.
 """
 from __future__ import annotations
 

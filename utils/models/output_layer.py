@@ -5,8 +5,7 @@ Tokens it will not propose need no logits, so the layer is cut to the kept rows
 and a Gather spreads their logits back to their token ids (every other token
 gets -1e4): the draft still speaks the main model's token ids, for a fraction
 of the cost (the idea of FR-Spec, arXiv:2502.14856). Used by
-`utils.training.draft_export` (a trained draft) and `utils.training.coder_draft_trim` (the
-Qwen2.5-Coder draft). Heavy imports are done inside the function.
+`utils.training.draft_export` (a trained draft). Heavy imports are done inside the function.
 """
 from __future__ import annotations
 

@@ -5,8 +5,6 @@ does with a draft whose tokenizer differs from the main model's. The copy keeps
 every file of the source folder except the tokenizer, which is rebuilt from the
 source's `tokenizer.json` with only part of its BPE merge list: it still encodes
 and decodes any text, but splits words into different (more) tokens.
-
-Used in notebook sections: 01 §6.
 """
 from __future__ import annotations
 

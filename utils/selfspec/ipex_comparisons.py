@@ -7,8 +7,6 @@
 The model-facing part (load, generate, IPEX-LLM's statistics, step times) is `utils.selfspec.ipex_self_speculation`;
 the OpenVINO GenAI half runs in the main environment (`run_main_python`, `utils.selfspec.ov_self_speculation`), because
 the IPEX-LLM environment has no OpenVINO. Plots: `utils.display.ipex_plots`.
-
-Used in notebook sections: 04 §1.
 """
 from __future__ import annotations
 

@@ -7,8 +7,6 @@ new folder and links the weights, so nothing is copied or changed in place::
     view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")
 
 Standard library only: it runs in either environment.
-
-Used in notebook sections: 04 §1.
 """
 from __future__ import annotations
 

@@ -21,8 +21,6 @@ tests use its pure helpers). `measure_peak_rss` measures a load's peak memory in
 a fresh process (`utils.system.peak_memory`). Plain-vs-speculative comparisons and the side-by-side with OpenVINO
 GenAI are in `utils.selfspec.ipex_comparisons`, the folder translation in `utils.selfspec.ipex_legacy_view`, the step-cost
 model in `utils.selfspec.step_cost_model`, the plots in `utils.display.ipex_plots`.
-
-Used in notebook sections: 04 §1.
 """
 from __future__ import annotations
 

@@ -19,8 +19,6 @@ and by this process's CPU time, which other programs on a shared machine do
 not inflate. Each model is also timed decoding alone to get the cost ratio c.
 
 Only `run` and the CLI import openvino_genai; the rest is plain Python.
-
-Used in notebook sections: 04 §11 §13.
 """
 from __future__ import annotations
 

@@ -12,8 +12,6 @@ an INT4 kernel also spends time unpacking its weights, so at small sizes the rea
 Notebook 04 uses it to extrapolate IPEX-LLM's self-speculation from SmolLM2-135M to 1B and 7B models. An earlier
 version fitted the line through the main and draft steps; when those are nearly equal (c close to 1, as at 135M)
 that fit is dominated by noise and can even have a negative slope, so the bandwidth is now measured directly.
-
-Used in notebook sections: 04 §13.
 """
 from __future__ import annotations
 

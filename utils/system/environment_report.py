@@ -1,6 +1,4 @@
 """What this machine offers the notebooks: versions, CPU features, memory, disk, devices (the hubs: `utils.models.model_fetch.hub_reachability`).
-
-Used in notebook sections: 00 Parameters; 02 §5.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Drafts you make yourself: notebook 06's distilled draft (data, model, training, export, evaluation) and the
-trimmed Qwen2.5-Coder draft (`draft_*`, `coder_draft_trim`), and notebook 08's EAGLE-3 head (`eagle3_*`).
+"""Drafts you make yourself: notebook 06's distilled draft (data, model, training, export, evaluation:
+`draft_*`) and notebook 08's EAGLE-3 head (`eagle3_*`).
 Imports `utils.decoding` and below.
 """

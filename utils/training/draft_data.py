@@ -12,8 +12,6 @@ Order of use: `prepare_training_data(settings, main)` builds (or reuses) the
 data folder of `utils.training.draft_settings.draft_folders`; `load_training_data`
 reads it for `utils.training.draft_train`; `example_rows` and
 `benchmark_prompts_in_data` describe it. Heavy imports are done inside functions.
-
-Used in notebook sections: 06 §1.
 """
 from __future__ import annotations
 

@@ -7,8 +7,6 @@ speculative decoding with the draft for each K (the measured speed-up and the
 acceptance a), and `speedup_verdicts` says in words what the speed-ups mean
 next to the formula (`utils.tuning.autotune.theory_rows`). Plots are in
 `utils.display.training_plots`. Heavy imports are done inside functions.
-
-Used in notebook sections: 06 §5 §6 §7.
 """
 from __future__ import annotations
 

@@ -6,8 +6,6 @@ the trained Hugging Face draft and `trim_output_layer` on the export; both
 folders come from `utils.training.draft_settings.draft_folders`, and the trimmed one is
 the draft to use (`utils.training.draft_evaluation` measures it). Heavy imports are
 done inside functions.
-
-Used in notebook sections: 06 §4.
 """
 from __future__ import annotations
 

@@ -8,8 +8,6 @@ softmax runs over those, `build_draft`); afterwards the trained rows go back
 to their token ids (`expand_vocabulary`). `size_rows` compares its size with
 the main's. Order of use: this module builds the draft that
 `utils.training.draft_train` trains. Heavy imports (torch, transformers) are done inside functions.
-
-Used in notebook sections: 06 §2.
 """
 from __future__ import annotations
 

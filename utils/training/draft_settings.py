@@ -13,8 +13,6 @@ This module is what they share; the stages, in the order of use:
 Start with `main_folders(pair)` (or `MainModel(...)` for folders of your own)
 and `get_settings("quick")`; `draft_folders(settings, main)` says where each
 stage's result lives.
-
-Used in notebook sections: 06 Parameters; 08 Parameters §7.
 """
 from __future__ import annotations
 

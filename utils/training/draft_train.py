@@ -12,8 +12,6 @@ Order of use: after `utils.training.draft_data.prepare_training_data`,
 trains it, expands it to the full vocabulary and saves it, with its
 `TrainingHistory`, in the Hugging Face folder of `utils.training.draft_settings.draft_folders`;
 `utils.training.draft_export` exports it next. Heavy imports are done inside functions.
-
-Used in notebook sections: 06 §3.
 """
 from __future__ import annotations
 

@@ -8,8 +8,6 @@
   one, counted against plain greedy output (the KV-cache trap);
 - `answer_chain_accuracy(head_dir, main, answers, settings)` - how well the head guesses on given answers of the main
   (e.g. the held-out prompts' plain outputs), teacher-forced, beside its validation set.
-
-Used in notebook sections: 08 §3 §6 §7 §8 §11.
 """
 from __future__ import annotations
 

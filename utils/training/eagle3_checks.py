@@ -5,8 +5,6 @@
 - `check_head_matches_main` - the head's `target_hidden_size`, vocabulary and tokenizer equal the main's;
 - `check_exported_head` - an OpenVINO export that carries `eagle3_mode` (else GenAI runs it as a plain draft);
 - `check_export_packages` - `einops` and `diffusers` importable (optimum-intel's head modelling file needs them).
-
-Used in notebook sections: 08 §1 §9.
 """
 from __future__ import annotations
 

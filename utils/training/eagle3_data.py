@@ -11,8 +11,6 @@ one of them is dropped, and `held_out_overlap` checks that none is left.
 
 Order of use: `write_training_data(settings, main)` builds (or reuses) the data
 folder of `utils.training.eagle3_settings.eagle3_folders`; `load_samples` reads it.
-
-Used in notebook sections: 08 §6.
 """
 from __future__ import annotations
 

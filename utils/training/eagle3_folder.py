@@ -16,8 +16,6 @@ The folder is written into a temporary sibling and renamed into place when compl
 (`utils.models.atomic_folder`). `export_head` runs `optimum-cli export openvino ... --trust-remote-code`
 (optimum-intel swaps in its own modelling file for the head, which imports `einops` and `diffusers`) and
 moves the export into place only if it carries `eagle3_mode` in its runtime info (`eagle3_checks.require_eagle3_mode`).
-
-Used in notebook sections: 08 §4.
 """
 from __future__ import annotations
 

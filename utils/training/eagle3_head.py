@@ -14,8 +14,6 @@ that is the chain that `num_assistant_tokens` runs.
 Parameter names follow the SpecForge layout that optimum-intel exports
 (`midlayer.*`, `fc`, `norm`, `lm_head`, `d2t`, `t2d`, `embed_tokens`).
 torch is imported at the top: import this module only where torch is installed.
-
-Used in notebook sections: 08 §2.
 """
 from __future__ import annotations
 

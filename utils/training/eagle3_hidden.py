@@ -10,8 +10,6 @@ main that the head will serve; they are stored as float16.
 
 The label at each position is the main's own greedy choice there (the argmax of
 its logits), not the text's next token: what the exact main will accept.
-
-Used in notebook sections: 08 §1.
 """
 from __future__ import annotations
 

@@ -13,8 +13,6 @@ way notebook 06's draft is. The stages, in the order of use:
 
 `utils.training.eagle3_checks` holds the input checks that run before any of it.
 The main model is `utils.training.draft_settings.MainModel` (its OpenVINO and Hugging Face folders).
-
-Used in notebook sections: 08 Parameters §9.
 """
 from __future__ import annotations
 

@@ -8,8 +8,6 @@ and OpenVINO GenAI read it:
 - `d2t` (int64, one per draft id): target id = draft id + d2t[draft id];
 - `t2d` (bool, one per target id): whether a target id is in the draft vocabulary
   (written for SpecForge's layout; GenAI does not read it).
-
-Used in notebook sections: 08 §2.
 """
 from __future__ import annotations
 

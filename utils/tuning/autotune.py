@@ -22,8 +22,6 @@ For a threshold there is no closed-form model, so only the local search runs.
 `autotune` takes any measuring function (value -> `Trial`), so tests can run
 it on synthetic speed-up curves; `autotune_pair` wires it to real
 measurements through `utils.tuning.sweeps`.
-
-Used in notebook sections: 05 Parameters Exercises; 06 §5 §6.
 """
 from __future__ import annotations
 

@@ -13,8 +13,6 @@ Order of use (notebook 05, after the single-request sweeps of `utils.tuning.swee
 always measures. Both take pipelines from `utils.tuning.pipeline_pool`.
 
 Heavy imports (openvino_genai) happen inside functions.
-
-Used in notebook sections: 05 Parameters.
 """
 from __future__ import annotations
 

@@ -11,8 +11,6 @@ Each pipeline is measured by `utils.system.peak_memory.measure_in_fresh_process`
 project's one memory probe) running `load_and_generate` in a child process,
 because peak memory only grows. Rows are cached like sweep points
 (`utils.tuning.sweeps.point_cache_key`, kind "memory").
-
-Used in notebook sections: 05 Parameters.
 """
 from __future__ import annotations
 

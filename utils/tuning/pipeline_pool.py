@@ -25,8 +25,6 @@ keyed by `PipelineSpec`; used by `utils.tuning.sweeps`, `utils.tuning.concurrenc
 playground's `PipelineCache` is `BoundedPipelines` with a warm-up.
 
 Heavy imports (openvino_genai) happen inside `utils.decoding.pipelines`' functions.
-
-Used in notebook sections: 05 Parameters.
 """
 from __future__ import annotations
 

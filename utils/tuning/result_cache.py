@@ -6,8 +6,6 @@ file. Used by `utils.tuning.sweeps` (sweep points, step times), `utils.tuning.co
 (requests at once), `utils.tuning.pipeline_memory` (memory) and `utils.tuning.autotune`
 (trials). ``CACHE_VERSION`` is part of every key: raise it when the meaning of
 stored results changes.
-
-Used in notebook sections: 05 Parameters.
 """
 from __future__ import annotations
 

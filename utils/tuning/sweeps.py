@@ -33,8 +33,6 @@ Heavy imports (openvino_genai) happen inside functions.
 Why one module: a sweep's points, its runner, its cache key and its results are one life cycle over the same
 types (a point is measured, keyed, cached and summarised as one object); split apart, every change to a point
 would touch three modules.
-
-Used in notebook sections: 05 Parameters.
 """
 from __future__ import annotations
 

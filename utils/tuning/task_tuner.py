@@ -21,8 +21,6 @@ The per-task tuner of notebook 05 and of the command line:
 
 Run `python -m utils.tuning.task_tuner --pair qwen2.5-coder` for the benchmark form;
 heavy imports (openvino_genai) happen inside functions.
-
-Used in notebook sections: 05 §11.
 """
 from __future__ import annotations
 
