@@ -218,11 +218,16 @@ def coder_pair_fits_memory(memory_bytes: int | None, environ: Mapping[str, str] 
     return False
 
 
-def free_disk_bytes(folder: Path) -> int:
-    """Free bytes on the file system that holds `folder` (or its nearest existing parent)."""
+def existing_parent(folder: Path) -> Path:
+    """`folder`, or its nearest parent that exists (where a folder still to be made will live)."""
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
-    return shutil.disk_usage(folder).free
+    return folder
+
+
+def free_disk_bytes(folder: Path) -> int:
+    """Free bytes on the file system that holds `folder` (or its nearest existing parent)."""
+    return shutil.disk_usage(existing_parent(folder)).free
 
 
 def models_folder(environ: Mapping[str, str] = os.environ) -> Path:
@@ -244,11 +249,9 @@ def disk_problem(needs: Mapping[Path, float], free_bytes: Callable[[Path], int] 
     for folder, needed in needs.items():
         if needed <= 0:
             continue
-        anchor = folder
-        while not anchor.exists() and anchor != anchor.parent:
-            anchor = anchor.parent
-        folders, total, _free = by_device.get(anchor.stat().st_dev, ([], 0.0, 0))
-        by_device[anchor.stat().st_dev] = ([*folders, folder], total + needed, free_bytes(folder))
+        device = existing_parent(folder).stat().st_dev
+        folders, total, _free = by_device.get(device, ([], 0.0, 0))
+        by_device[device] = ([*folders, folder], total + needed, free_bytes(folder))
     for folders, needed, available in by_device.values():
         if available < needed:
             return (f"The setup needs about {needed / 1e9:.1f} GB free for {', '.join(map(str, folders))}, and only "
