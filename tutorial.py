@@ -50,8 +50,8 @@ GET_PYTHON_311 = ("Debian 12: `sudo apt install python3.11 python3.11-venv`; Ubu
 SUPPORTED_MACHINES = ("x86_64", "amd64")
 MINIMUM_GLIBC = (2, 28)
 # Commands that run a module of utils/ with the rest of the command line (so `benchmark --help` is the module's help).
-TOOL_MODULES = {"prefetch": "utils.models.prefetch", "run-notebooks": "maintainers.run_notebooks",
-                "benchmark": "utils.decoding.benchmark", "refresh-outputs": "maintainers.notebook_outputs"}
+TOOL_MODULES = {"prefetch": "maintainers.prefetch", "run-notebooks": "maintainers.run_notebooks",
+                "benchmark": "maintainers.benchmark", "refresh-outputs": "maintainers.notebook_outputs"}
 # The notebooks read this in their Parameters cell: "full" (the default, and the reference run's) or "quick" (fewer
 # prompts, repeats and settings: every code path, in a fraction of the time). The test command runs them "quick"
 # unless it is set; a workshop on slow laptops may set it too: SPECDEC_RUN_SIZE=quick python3 tutorial.py lab
@@ -91,7 +91,7 @@ CODER_PAIR_STAMP = ".coder-pair-stamp"
 SKIP_CODER_PAIR_ENV = "SPECDEC_SKIP_CODER_PAIR"  # 1: skip the Qwen2.5-Coder pair; 0: build it even on little RAM
 # What the setup needs, measured on a fresh setup (2026-12-03): .venv 3.6 GB, .venv-ipex 1.1 GB, the offline pair
 # 0.4 GB, pip's cache about as much as it downloads; the Qwen2.5-Coder pair's wheels 1.6 GB and its build 12.8 GB of
-# free disk at its peak (utils.models.coder_pair.BUILD_DISK_BYTES) and 12 GB of RAM (converting the 1.5B main).
+# free disk at its peak (maintainers.coder_pair.BUILD_DISK_BYTES) and 12 GB of RAM (converting the 1.5B main).
 MAIN_ENV_DISK_BYTES = 7.5e9
 IPEX_ENV_DISK_BYTES = 2.5e9
 OFFLINE_PAIR_DISK_BYTES = 0.5e9
@@ -476,8 +476,8 @@ def setup(models: bool = True) -> None:
             ensure_ipex_kernel()
         write_lab_settings(MAIN_ENV)
         if models:
-            run([env_python(MAIN_ENV), "-m", "utils.models.offline_pair"], cwd=ROOT)
-            run([env_python(MAIN_ENV), "-m", "utils.models.coder_pair"], cwd=ROOT)  # says what to do if skipped
+            run([env_python(MAIN_ENV), "-m", "maintainers.offline_pair"], cwd=ROOT)
+            run([env_python(MAIN_ENV), "-m", "maintainers.coder_pair"], cwd=ROOT)  # says what to do if skipped
 
 
 def is_root() -> bool:
@@ -621,7 +621,7 @@ def main(argv: list[str] | None = None) -> None:
                              "setup: only set up; lock: re-make the lock files; "
                              "prefetch: fetch the real model pairs for offline use; "
                              "run-notebooks: execute every notebook headless with an HTML summary; "
-                             "benchmark: python -m utils.decoding.benchmark; "
+                             "benchmark: python -m maintainers.benchmark; "
                              "refresh-outputs: re-run notebooks for commit-ready outputs and the README's images "
                              "(python -m maintainers.notebook_outputs)")
     arguments, extra = parser.parse_known_args(argv)

@@ -1,4 +1,4 @@
-"""Maintainers' tools, never imported by a notebook or by `utils`: running notebooks headless, refreshing their
-reference outputs (`python3 tutorial.py refresh-outputs`), the README's figures and quoted times, and fetching the
-real pairs ahead of a workshop (`python3 tutorial.py prefetch`). May import anything in `utils`; see README.md here.
+"""Maintainers' tools, never imported by a notebook or by `utils`: building the offline pairs (the setup runs them),
+prefetching the real pairs, the benchmark, running notebooks headless, refreshing their reference outputs, the
+README's figures and quoted times. May import anything in `utils`; see README.md here.
 """

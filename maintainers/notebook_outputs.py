@@ -15,7 +15,7 @@ views, progress-bar redraws, memory addresses, execution timing metadata), and
 the notebook's metadata records the reference run: when, on what machine,
 with which package versions, and fingerprints of what made the outputs: its
 code cells, the source of every `utils` module it imports (directly or through
-other modules, lazy imports inside functions included) and `utils/data/`, and
+other modules, lazy imports inside functions included), and
 the lock files of the pinned environment. A module's fingerprint is that of its
 code, not its bytes: docstrings, comments and layout do not count, so editing
 them never makes a notebook stale. A notebook whose fingerprints no longer match is *stale*,
@@ -160,11 +160,9 @@ def code_sources(notebook: Any) -> list[str]:
 
 
 def source_fingerprints(notebook: Any, root: Path | None = None) -> dict[str, str]:
-    """The fingerprint of each utils file the notebook's code runs and of each file of utils/data, by path."""
+    """The fingerprint of each utils file the notebook's code runs, by path."""
     root = root or REPO_ROOT
     files = utils_dependencies(code_sources(notebook), root)
-    if files:
-        files += sorted(path for path in (root / PACKAGE / "data").rglob("*") if path.is_file())
     return {path.relative_to(root).as_posix(): file_fingerprint(path) for path in files}
 
 

@@ -34,8 +34,8 @@ def offline_pair() -> OfflinePairFolders:
     folders = OfflinePairFolders(main=SMOLLM2_FP16.path, draft=SMOLLM2_INT4.path, int8=SMOLLM2_INT8.path,
                                  hf=models_dir() / SMOLLM2_HF_FOLDER)
     for folder in (folders.main, folders.draft, folders.int8):
-        check_model_folder(folder)  # a clear error if `python -m utils.models.offline_pair` was not run
-    assert (folders.hf / "tokenizer.json").is_file(), f"{folders.hf} is not prepared: run python -m utils.models.offline_pair"
+        check_model_folder(folder)  # a clear error if `python -m maintainers.offline_pair` was not run
+    assert (folders.hf / "tokenizer.json").is_file(), f"{folders.hf} is not prepared: run python -m maintainers.offline_pair"
     return folders
 
 

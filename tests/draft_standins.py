@@ -1,17 +1,18 @@
-"""Tiny stand-ins for the draft-training tests: settings, a main-model config and easy-to-learn data."""
+"""Tiny stand-ins for the training tests: settings, a main-model config, easy-to-learn data, a head's weight names."""
 from __future__ import annotations
 
 import numpy as np
 
-from utils.training.draft_data import Sample, TrainingData
+from utils.training.draft_data import TrainingData
 from utils.training.draft_settings import DraftTrainingSettings
+from utils.training.scaffold import Sample
 
 VOCAB = 40
 
 
 def tiny_settings(**changes) -> DraftTrainingSettings:
     base = dict(name="tiny", prompts=2, hidden_size=8, layers=1, attention_heads=2, key_value_heads=1,
-                intermediate_size=16, epochs=30.0, max_training_minutes=5.0, batch_size=4, learning_rate=1e-2,
+                intermediate_size=16, epochs=30.0, batch_size=4, learning_rate=1e-2,
                 warmup_steps=0, teacher_top_k=0, distill_weight=0.0, seed=0)
     base.update(changes)
     return DraftTrainingSettings(**base)
@@ -48,3 +49,13 @@ def pattern_data(samples: int = 12, with_teacher: bool = False) -> TrainingData:
                 position += 1
         data.teacher_ids, data.teacher_logprobs = ids, logprobs.astype(np.float16)
     return data
+
+
+def head_weight_names(include_embedding: bool = True) -> list[str]:
+    """The tensor names of a head in the SpecForge layout (what `save_head_folder` writes)."""
+    names = ["midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight",
+             "midlayer.self_attn.v_proj.weight", "midlayer.self_attn.o_proj.weight",
+             "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight", "midlayer.mlp.down_proj.weight",
+             "midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
+             "midlayer.post_attention_layernorm.weight", "fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d"]
+    return names + (["embed_tokens.weight"] if include_embedding else [])

@@ -9,7 +9,7 @@ with the pair switched in their parameters cells:
   downloaded by notebook 01 through `modelscope` from `OpenVINO/dolly-v2-3b-fp16-ov`/`-7b`;
 - Phi-3: downloaded by notebook 01 through `huggingface_hub` from OpenVINO's repositories;
 - notebook 02 on each pair: speculative output identical to plain output under f32;
-- `python -m utils.models.prefetch` on both pairs, and broken stand-ins that must give the clear messages.
+- `python -m maintainers.prefetch` on both pairs, and broken stand-ins that must give the clear messages.
 """
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ def test_phi3_downloaded_from_the_hub_and_speculative_output_equals_plain(hub: F
 
 
 def run_prefetch(arguments: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "utils.models.prefetch", *arguments], cwd=REPO_ROOT, env=environment,
+    return subprocess.run([sys.executable, "-m", "maintainers.prefetch", *arguments], cwd=REPO_ROOT, env=environment,
                           capture_output=True, text=True, timeout=600)
 
 

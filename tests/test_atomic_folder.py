@@ -18,7 +18,6 @@ from utils.models.atomic_folder import (
     atomic_folder,
     damaged_files,
     folder_size_bytes,
-    has_file_records,
     is_up_to_date,
     live_temporaries,
     lock_path,
@@ -276,7 +275,7 @@ def test_marker_records_sizes_and_digests_of_small_files(tmp_path: Path) -> None
     assert set(files) == {"config.json", "sub/big.bin"}
     assert files["config.json"]["bytes"] == 8 and len(files["config.json"]["sha256"]) == 64
     assert files["sub/big.bin"] == {"bytes": DIGEST_MAX_BYTES + 1}  # weights: size only
-    assert damaged_files(final) == [] and has_file_records(final)
+    assert damaged_files(final) == [] and isinstance(read_marker(final)["files"], dict)
 
 
 @pytest.mark.parametrize("damage, expected", [
@@ -301,4 +300,4 @@ def test_marker_without_file_records_is_still_accepted(tmp_path: Path) -> None:
     final.mkdir()
     (final / "weights.bin").write_text("w")
     (final / COMPLETE_MARKER).write_text(json.dumps({"recipe": RECIPE, "built_at": "2026-11-29T10:00:00+0000"}))
-    assert damaged_files(final) == [] and not has_file_records(final) and is_up_to_date(final, RECIPE)
+    assert damaged_files(final) == [] and "files" not in read_marker(final) and is_up_to_date(final, RECIPE)

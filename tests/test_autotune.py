@@ -6,11 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from utils.decoding.speedup_model import expected_tokens_per_pass, predicted_speedup
+from utils.decoding.speedup_model import MeasuredStepTimes, expected_tokens_per_pass, predicted_speedup
 from utils.tuning.autotune import (
     K_KNOB,
     THRESHOLD_KNOB,
-    MeasuredStepTimes,
     Trial,
     TuneResult,
     autotune,

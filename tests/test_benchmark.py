@@ -1,4 +1,4 @@
-"""Tests for `python -m utils.decoding.benchmark`: it runs, refuses bad input before loading models, and its records agree.
+"""Tests for `python -m maintainers.benchmark`: it runs, refuses bad input before loading models, and its records agree.
 
 A benchmark, not a test of speed: nothing here asserts a timing.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from utils.decoding import benchmark
+from maintainers import benchmark
 from utils.decoding.pipelines import SpeculationSetupError
 from utils.input_checks import InputError
 from utils.models.model_check import ModelFolderError, TokenizerMismatchError
@@ -24,7 +24,7 @@ def plan(*argv: str):
 
 
 def test_help_runs_as_a_module() -> None:
-    result = subprocess.run([sys.executable, "-m", "utils.decoding.benchmark", "--help"], cwd=REPO_ROOT,
+    result = subprocess.run([sys.executable, "-m", "maintainers.benchmark", "--help"], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0
     for option in ("--pair", "--draft", "--precision", "--threshold", "--json", "--repeats", "--warmup"):
@@ -210,7 +210,7 @@ def test_a_small_run_prints_the_table_and_writes_consistent_json(tmp_path: Path,
     assert document["best_by_task"]["input_grounded"]["setting"] in {"K=3", "K=3, ngram=3"}
     assert "best lossless per task: input_grounded: " in printed
     best = [line for line in printed.splitlines() if line.startswith("best lossless configuration: ")]
-    assert len(best) == 1 and "--tasks input_grounded" in best[0] and "python -m utils.decoding.benchmark" in best[0]
+    assert len(best) == 1 and "--tasks input_grounded" in best[0] and "python -m maintainers.benchmark" in best[0]
     assert any(f"{row['mode']} {row['setting']}," in best[0] for row in document["summary"] if row["mode"] != "plain")
 
 
@@ -221,7 +221,7 @@ def summary_row(mode: str, setting: str, speedup: float | None, prompts: int = 3
 
 
 def test_best_lossless_takes_the_fastest_setting_that_matched_plain_everywhere() -> None:
-    from utils.decoding.benchmark import best_lossless
+    from maintainers.benchmark import best_lossless
 
     rows = [summary_row("plain", "greedy", 1.0),
             summary_row("speculative", "K=2", 1.10),
@@ -235,7 +235,7 @@ def test_best_lossless_takes_the_fastest_setting_that_matched_plain_everywhere()
 
 def test_best_lossless_by_task_takes_each_task_alone() -> None:
     """On the committed fast-main run: code's best is the formula table's best code row, not the pooled best."""
-    from utils.decoding.benchmark import best_by_task_line, best_lossless, best_lossless_by_task
+    from maintainers.benchmark import best_by_task_line, best_lossless, best_lossless_by_task
     from utils.decoding.generation import GenerationRecord
     from utils.decoding.generation_reports import formula_by_task, summarise
     from utils.paths import REPO_ROOT

@@ -2,7 +2,7 @@
 
 Each build is `optimum-cli export openvino` of a tiny random Llama (2 layers,
 hidden size 16) that carries the offline pair's real tokenizer, through the
-same functions `python -m utils.models.offline_pair` uses (`ensure_built`,
+same functions `python -m maintainers.offline_pair` uses (`ensure_built`,
 `export_with_optimum`, `atomic_folder`). One export costs about 20 s of CPU.
 
 No test waits a fixed time for the export to get somewhere: each waits for what
@@ -47,7 +47,7 @@ if mode == "always":
     export()
     print("BUILT")
 else:
-    from utils.models.atomic_folder import ensure_built
+    from maintainers.offline_pair import ensure_built
     print("BUILT" if ensure_built(destination, recipe, export) else "REUSED")
 """
 

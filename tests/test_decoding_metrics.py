@@ -135,3 +135,13 @@ def test_a_verification_pass_leaves_the_prefill_out() -> None:
                    "decode_ms": 720.0}
     assert dm.draft_step_ms(long_prompt) == pytest.approx(30.0)
     assert dm.draft_step_ms({**long_prompt, "decode_passes": 0, "decode_ms": 0.0}) is None  # only the prompt pass
+
+
+def test_the_speed_up_is_a_ratio_of_totals_per_repeat_and_one_rule_gives_the_verdict() -> None:
+    from utils.decoding.decoding_metrics import speedup_per_repeat, speedup_text, verdict
+
+    samples = speedup_per_repeat([[2.0, 2.0], [1.0, 3.0]], [[1.0, 2.0], [1.0, 2.0]])
+    assert samples == pytest.approx([3.0 / 2.0, 5.0 / 4.0])
+    assert verdict(samples) == "faster" and verdict([0.9, 0.99]) == "slower"
+    assert verdict([0.9, 1.2]) == verdict([1.0]) == verdict([]) == "no clear difference"
+    assert speedup_text([1.0, 1.5, 1.2]) == "1.20x [1.00x-1.50x]" and speedup_text([1.5]) == "1.50x"

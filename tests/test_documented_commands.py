@@ -26,7 +26,7 @@ def documented_modules() -> dict[str, list[str]]:
 
 def test_the_documents_name_the_project_commands() -> None:
     modules = documented_modules()
-    assert "utils.models.offline_pair" in modules and "utils.models.coder_pair" in modules
+    assert "maintainers.offline_pair" in modules and "maintainers.coder_pair" in modules
 
 
 @pytest.mark.parametrize("module, documents", sorted(documented_modules().items()))

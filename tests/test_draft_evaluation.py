@@ -9,14 +9,17 @@ from utils.training import draft_evaluation as dev
 from utils.training import draft_export as dx
 
 
-def test_verdicts_say_what_a_speedup_means_and_flag_noise() -> None:
-    theory = [{"K": 1, "measured": 1.12, "a_K": 0.03, "with_verification_cost": 0.85},
-              {"K": 2, "measured": 0.95, "a_K": 0.25, "with_verification_cost": 0.97},
-              {"K": 3, "measured": 1.01, "a_K": 0.25, "with_verification_cost": 1.0}]
-    first, second, third = dev.speedup_verdicts(theory)
-    assert "faster" in first and "noise" in first and "0.85x" in first
-    assert "slower" in second and "noise" not in second
-    assert "no measurable difference" in third and "noise" not in third
+def test_verdicts_follow_the_one_rule_over_repeats_and_flag_noise() -> None:
+    theory = [{"K": 1, "a_K": 0.03, "with_verification_cost": 0.85},
+              {"K": 2, "a_K": 0.25, "with_verification_cost": 0.97},
+              {"K": 3, "a_K": 0.25, "with_verification_cost": 1.0}]
+    rows = [{"speedup": 1.12, "repeat_speedups": [1.10, 1.12, 1.15]},
+            {"speedup": 0.95, "repeat_speedups": [0.93, 0.95, 0.99]},
+            {"speedup": 1.01, "repeat_speedups": [0.98, 1.01, 1.04]}]
+    first, second, third = dev.speedup_verdicts(theory, rows)
+    assert "1.12x [1.10x-1.15x] (faster)" in first and "noise" in first and "0.85x" in first
+    assert "(slower)" in second and "noise" not in second
+    assert "(no clear difference)" in third and "noise" not in third
 
 
 def test_trimmed_draft_runs_in_openvino_genai_and_keeps_the_output(offline_pair, tmp_path: Path) -> None:
@@ -49,8 +52,8 @@ def test_step_times_of_several_drafts_are_measured_together(offline_pair) -> Non
 
 
 def test_measure_speculation_refuses_bad_draft_lengths(tmp_path: Path) -> None:
-    from utils.training.draft_settings import DraftTrainingError
+    from utils.training.scaffold import TrainingError
 
     for lengths in ([], [0], [True], [2.0]):
-        with pytest.raises(DraftTrainingError, match="integers >= 1"):
+        with pytest.raises(TrainingError, match="integers >= 1"):
             dev.measure_speculation(tmp_path, tmp_path, [], lengths)

@@ -41,5 +41,5 @@ def test_trimmed_output_layer_keeps_the_used_logits_and_silences_the_rest(tmp_pa
 
 
 def test_trimming_refuses_a_graph_it_does_not_understand(offline_pair, tmp_path: Path) -> None:
-    with pytest.raises(ds.DraftTrainingError, match="constant"):
+    with pytest.raises(ds.TrainingError, match="constant"):
         dx.trim_output_layer(offline_pair.draft, tmp_path / "trimmed-int4", [1, 2, 3], {"test": 1})

@@ -13,10 +13,10 @@ transformers = pytest.importorskip("transformers")
 from draft_standins import VOCAB, pattern_data, tiny_main_config, tiny_settings  # noqa: E402
 
 from utils.models.atomic_folder import atomic_folder, read_marker  # noqa: E402
-from utils.training import draft_data as dd  # noqa: E402
 from utils.training import draft_model as dm  # noqa: E402
 from utils.training import draft_settings as ds  # noqa: E402
 from utils.training import draft_train as dtr  # noqa: E402
+from utils.training.scaffold import save_samples  # noqa: E402
 
 
 def test_vocabulary_subset_round_trips_and_flags_missing_tokens() -> None:
@@ -25,9 +25,9 @@ def test_vocabulary_subset_round_trips_and_flags_missing_tokens() -> None:
     ids = torch.tensor([[12, 3], [39, 7]])
     assert torch.equal(subset.to_global(subset.to_local(ids)), ids)
     assert subset.to_local_or_missing(torch.tensor([5, 7])).tolist() == [-1, 1]
-    with pytest.raises(ds.DraftTrainingError):
+    with pytest.raises(ds.TrainingError):
         subset.to_local(torch.tensor([5]))
-    with pytest.raises(ds.DraftTrainingError):
+    with pytest.raises(ds.TrainingError):
         dm.VocabularySubset.from_token_ids([VOCAB], VOCAB)
     assert len(dm.VocabularySubset.full(VOCAB)) == VOCAB
 
@@ -43,7 +43,7 @@ def test_projected_embeddings_keep_dot_products_better_than_a_random_projection(
     error_random = (gram - (main @ random_basis) @ (main @ random_basis).T).norm()
     assert error_projected < error_random
     assert torch.equal(dm.projected_embeddings(main, 16), main)
-    with pytest.raises(ds.DraftTrainingError, match="wider"):
+    with pytest.raises(ds.TrainingError, match="wider"):
         dm.projected_embeddings(main, 32)
 
 
@@ -72,7 +72,7 @@ def test_tiny_draft_shares_vocabulary_and_special_tokens_with_the_main() -> None
 def test_batch_scores_only_main_written_tokens_with_aligned_teacher() -> None:
     data = pattern_data(4, with_teacher=True)
     subset = dm.data_vocabulary(data, VOCAB)
-    batch = dtr.make_batch(data, [0, 1], subset, data.offsets)
+    batch = dtr.draft_batch(data, [0, 1], subset, data.offsets)
     for row, index in enumerate([0, 1]):
         tokens = data.samples[index].token_ids
         columns = batch.loss_columns[batch.loss_rows == row]
@@ -81,7 +81,7 @@ def test_batch_scores_only_main_written_tokens_with_aligned_teacher() -> None:
     assert torch.equal(subset.to_global(batch.targets), batch.target_token_ids)
     # the teacher's first choice was written as "the next token" at every position
     assert torch.equal(batch.teacher_ids[:, 0], batch.targets)
-    answers = dtr.make_batch(data, [0], subset, data.offsets, answers_only=True)
+    answers = dtr.draft_batch(data, [0], subset, data.offsets, answers_only=True)
     assert answers.target_token_ids.tolist() == data.samples[0].token_ids[data.samples[0].answer_start:]
 
 
@@ -95,8 +95,8 @@ def test_a_few_training_steps_decrease_the_loss_and_raise_agreement() -> None:
     history = dtr.train_draft(draft, data, subset, settings, held_out=[0, 1], show_progress=False)
     first, last = np.mean(history.loss[:5]), np.mean(history.loss[-5:])
     assert last < 0.5 * first
-    assert history.eval_agreement[-1] > max(before, 0.5)
-    assert history.stopped_by == "epochs" and history.tokens_seen > 0
+    assert history.evaluations[-1]["agreement"] > max(before, 0.5)
+    assert len(history.steps) == history.total_steps and history.tokens_seen > 0
 
 
 def test_split_keeps_all_answers_to_a_prompt_together() -> None:
@@ -114,11 +114,11 @@ def test_a_finished_draft_is_reused_and_retrained_only_when_settings_change(
     with atomic_folder(main.hf, {"main": 1}) as work:
         transformers.LlamaForCausalLM(tiny_main_config()).save_pretrained(work)
         (work / "tokenizer.json").write_text("{}")
+        (work / "tokenizer_config.json").write_text("{}")
     settings = tiny_settings(epochs=2.0)
     with atomic_folder(ds.draft_folders(settings, main).data, {"data": 1}) as work:
         data = pattern_data(8)
-        dd.save_samples(data.samples, work / dd.SAMPLES_FILE)
-        (work / dd.STATS_FILE).write_text(json.dumps(data.stats))
+        save_samples(data.samples, work, data.stats)
 
     calls = []
     real_train = dtr.train_full_draft

@@ -7,17 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from utils.decoding import benchmark
-from utils.training.draft_settings import MainModel
+from maintainers import benchmark
 from utils.training.eagle3_build import random_head_folder
 from utils.training.eagle3_checks import check_exported_head, check_head_matches_main, has_eagle3_mode
 from utils.training.eagle3_folder import export_head
-from utils.training.eagle3_settings import Eagle3Error
+from utils.training.scaffold import MainModel, TrainingError
 
 
 @pytest.fixture(scope="module")
 def exported_random_head(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from utils.training.draft_settings import main_folders
+    from utils.training.scaffold import main_folders
 
     main = main_folders("offline")
     root = tmp_path_factory.mktemp("eagle3")
@@ -33,7 +32,7 @@ def test_the_export_carries_eagle3_mode_and_fits_the_main(exported_random_head, 
     assert (exported / ".complete").is_file() and (exported / "openvino_tokenizer.xml").is_file()
     check_exported_head(exported, main_dir)
     check_head_matches_main(exported, offline_pair.hf)
-    with pytest.raises(Eagle3Error, match="eagle3_mode"):
+    with pytest.raises(TrainingError, match="eagle3_mode"):
         check_exported_head(main_dir)  # an ordinary model is not a head
 
 
@@ -65,7 +64,7 @@ def test_a_main_model_without_its_tokenizer_files_gives_a_head_without_them(tmp_
     bare = tmp_path / "bare-main-hf"
     bare.mkdir()
     (bare / "config.json").write_text((offline_pair.hf / "config.json").read_text(encoding="utf-8"))
-    with pytest.raises(Eagle3Error, match="tokenizer"):
+    with pytest.raises(TrainingError, match="tokenizer"):
         random_head_folder(MainModel(offline_pair.main, bare).hf, tmp_path / "head", draft_vocab_size=64)
 
 
@@ -83,9 +82,9 @@ def test_answer_chain_accuracy_scores_a_head_on_the_mains_own_answers(exported_r
     import openvino_genai
 
     from utils.decoding.pipelines import main_model_properties
-    from utils.training.draft_settings import main_folders
     from utils.training.eagle3_build import answer_chain_accuracy
-    from utils.training.eagle3_settings import get_settings
+    from utils.training.eagle3_settings import Eagle3Settings
+    from utils.training.scaffold import main_folders
 
     main = main_folders("offline")
     main_dir, exported = exported_random_head
@@ -97,7 +96,7 @@ def test_answer_chain_accuracy_scores_a_head_on_the_mains_own_answers(exported_r
                            ("chat", "Name three colours.")):
         text = pipeline.generate(message, openvino_genai.GenerationConfig(max_new_tokens=12))
         answers.append((group, message, [int(t) for t in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]))
-    rows = answer_chain_accuracy(head, main, answers, get_settings("quick"))
+    rows = answer_chain_accuracy(head, main, answers, Eagle3Settings.preset("quick"))
     assert [row["answers of"] for row in rows] == ["code", "chat"]
     assert rows[1]["answer positions"] == len(answers[1][2]) + len(answers[2][2])
     for row in rows:
@@ -105,4 +104,4 @@ def test_answer_chain_accuracy_scores_a_head_on_the_mains_own_answers(exported_r
         assert all(0.0 <= share <= 1.0 for share in shares) and shares == sorted(shares, reverse=True)
         assert row["implied tokens per main pass, K = 3"] == pytest.approx(1 + sum(shares))
     with pytest.raises(ValueError, match="EAGLE-3 head"):
-        answer_chain_accuracy(tmp_path / "no-head", main, answers, get_settings("quick"))
+        answer_chain_accuracy(tmp_path / "no-head", main, answers, Eagle3Settings.preset("quick"))

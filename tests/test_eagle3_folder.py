@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 import torch
+from draft_standins import head_weight_names
 
 from utils.training.eagle3_checks import check_head_folder, check_head_matches_main
 from utils.training.eagle3_folder import (
@@ -25,9 +26,9 @@ from utils.training.eagle3_folder import (
     load_head_folder,
     save_head_folder,
 )
-from utils.training.eagle3_head import Eagle3Head, shape_from_main_config, weight_names
-from utils.training.eagle3_settings import Eagle3Error
+from utils.training.eagle3_head import Eagle3Head, shape_from_main_config
 from utils.training.eagle3_vocab import draft_vocabulary
+from utils.training.scaffold import TrainingError
 
 TINY_MAIN = {"architectures": ["LlamaForCausalLM"], "hidden_size": 32, "num_attention_heads": 4,
              "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 64, "rms_norm_eps": 1e-5,
@@ -74,7 +75,7 @@ def test_a_head_folder_loads_back_as_the_same_head(tmp_path: Path, include_embed
     config = check_head_folder(folder)
     assert config["rope_theta"] == 5000.0 and config["max_position_embeddings"] == 256
     with safe_open(str(folder / WEIGHTS_FILE), framework="pt") as weights:
-        assert set(weights.keys()) == set(weight_names(include_embedding))
+        assert set(weights.keys()) == set(head_weight_names(include_embedding))
         assert weights.get_tensor("d2t").dtype == torch.int64 and weights.get_tensor("t2d").dtype == torch.bool
 
     loaded = load_head_folder(folder).eval()
@@ -96,7 +97,7 @@ def test_a_head_folder_loads_back_as_the_same_head(tmp_path: Path, include_embed
 def test_a_head_folder_needs_the_mains_tokenizer_files(tmp_path: Path) -> None:
     main_dir = tiny_main_folder(tmp_path / "tiny-main-hf")
     (main_dir / "tokenizer_config.json").unlink()
-    with pytest.raises(Eagle3Error, match="tokenizer_config.json"):
+    with pytest.raises(TrainingError, match="tokenizer_config.json"):
         save_head_folder(tiny_head(), main_dir, tmp_path / "head-hf", {"stage": "test"})
     assert not (tmp_path / "head-hf").exists(), "a failed write leaves no folder behind"
 
@@ -127,9 +128,9 @@ def trained_head(offline_pair, tmp_path_factory: pytest.TempPathFactory) -> Trai
     from utils.training.eagle3_folder import export_head
     from utils.training.eagle3_head import load_main_embedding
     from utils.training.eagle3_hidden import tap_hidden_states
-    from utils.training.eagle3_settings import get_settings
+    from utils.training.eagle3_settings import Eagle3Settings
     from utils.training.eagle3_train import evaluate_accuracy, init_from_main, train_head
-    from utils.training.main_batches import text_token_ids
+    from utils.training.scaffold import text_token_ids
 
     plain = openvino_genai.LLMPipeline(str(offline_pair.main), "CPU", scheduler_config=make_scheduler_config(),
                                        **main_model_properties("f32"))
@@ -144,8 +145,8 @@ def trained_head(offline_pair, tmp_path_factory: pytest.TempPathFactory) -> Trai
     data, _ = tap_hidden_states(offline_pair.main, [prompt_ids + answer_ids], show_progress=False)
     data.answer_starts = np.asarray([len(prompt_ids)], dtype=np.int64)
     main_config = check_main(offline_pair.hf)
-    settings = get_settings("quick", draft_vocab_size=128, intermediate_size=128, unroll_steps=K, epochs=60.0,
-                            learning_rate=3e-3, warmup_steps=3, validation_share=0.0, max_training_minutes=10.0)
+    settings = Eagle3Settings.preset("quick", draft_vocab_size=128, intermediate_size=128, unroll_steps=K, epochs=60.0,
+                            learning_rate=3e-3, warmup_steps=3, validation_share=0.0)
     vocab = draft_vocabulary(data.targets, settings.draft_vocab_size, int(main_config["vocab_size"]),
                              [main_config["eos_token_id"]])
     torch.manual_seed(settings.seed)
@@ -156,9 +157,9 @@ def trained_head(offline_pair, tmp_path_factory: pytest.TempPathFactory) -> Trai
 
     root = tmp_path_factory.mktemp("eagle3-trained")
     folder = save_head_folder(head, offline_pair.hf, root / "smollm2-135m-eagle3-test-hf", {"stage": "test"},
-                              {"losses": history.losses})
+                              {"losses": history.loss})
     exported = export_head(folder, root / "smollm2-135m-eagle3-test-fp16-ov", "fp16")
-    return TrainedHead(prompt_ids, answer_ids, history.losses, teacher_forced, vocab.d2t().tolist(), folder, exported)
+    return TrainedHead(prompt_ids, answer_ids, history.loss, teacher_forced, vocab.d2t().tolist(), folder, exported)
 
 
 def test_training_on_the_mains_own_answer_lowers_the_loss(trained_head: TrainedHead, offline_pair) -> None:

@@ -4,12 +4,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from draft_standins import head_weight_names
 
 from utils.training.eagle3_folder import ARCHITECTURE, head_config, state_dict_for_folder
-from utils.training.eagle3_head import Eagle3Head, HeadShape, shape_from_main_config, weight_names
+from utils.training.eagle3_head import Eagle3Head, HeadShape, shape_from_main_config
 from utils.training.eagle3_hidden import TappedData, hidden_state_indices, tapped_layers
-from utils.training.eagle3_settings import Eagle3Error, get_settings
-from utils.training.eagle3_train import make_batch, split_samples, unroll_loss
+from utils.training.eagle3_settings import Eagle3Settings
+from utils.training.eagle3_train import split_samples, unroll_batch, unroll_loss
+from utils.training.scaffold import TrainingError
 
 MAIN_CONFIG = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
                "intermediate_size": 64, "rms_norm_eps": 1e-5, "vocab_size": 50, "num_hidden_layers": 12,
@@ -47,7 +49,7 @@ def test_unroll_returns_one_logit_tensor_per_step():
 
 def test_unroll_needs_enough_input_tokens():
     head = small_head()
-    with pytest.raises(Eagle3Error, match="columns"):
+    with pytest.raises(TrainingError, match="columns"):
         head.unrolled_logits(torch.randn(1, 5, 96), torch.zeros(1, 5, dtype=torch.long), 3)
 
 
@@ -120,7 +122,7 @@ def test_make_batch_labels_shift_by_step():
     targets = np.array([1, 2, 3, 4, 5], dtype=np.int32)  # main's choice at each position
     data = TappedData(tokens, np.zeros((5, 96), dtype=np.float16), targets, np.array([0, 5]), np.array([2]))
     to_draft = np.arange(60)
-    batch = make_batch(data, [0], 3, to_draft)
+    batch = unroll_batch(data, [0], 3, to_draft)
     assert batch.next_tokens[0, :4].tolist() == [11, 12, 13, 14]
     assert batch.labels[0, 0].tolist() == [2, 3, 4, 5, -1]
     assert batch.labels[1, 0].tolist() == [3, 4, 5, -1, -1]
@@ -155,7 +157,7 @@ def test_config_fields_for_optimum_and_genai():
 
 def test_folder_tensors_use_specforge_names_and_dtypes():
     tensors = state_dict_for_folder(small_head())
-    assert set(tensors) == set(weight_names())
+    assert set(tensors) == set(head_weight_names())
     assert tensors["d2t"].dtype == torch.int64 and tensors["t2d"].dtype == torch.bool
     assert tensors["midlayer.self_attn.q_proj.weight"].shape == (32, 64)
     assert "embed_tokens.weight" not in state_dict_for_folder(small_head(), include_embedding=False)
@@ -168,7 +170,7 @@ def test_tapped_layers(layers, expected):
 
 
 def test_too_shallow_main_is_refused():
-    with pytest.raises(Eagle3Error, match="at least 10"):
+    with pytest.raises(TrainingError, match="at least 10"):
         tapped_layers(9)
 
 
@@ -178,18 +180,18 @@ def test_split_keeps_validation_apart():
 
 
 def test_presets_are_valid_and_reference_is_bigger():
-    quick, reference = get_settings("quick"), get_settings("reference")
-    assert reference.prompts > quick.prompts and reference.max_training_minutes > quick.max_training_minutes
-    with pytest.raises(Eagle3Error):
-        get_settings("huge")
-    assert get_settings("quick", step_weight=1.0).step_weight == 1.0  # every step weighted alike: the upper end
+    quick, reference = Eagle3Settings.preset("quick"), Eagle3Settings.preset("reference")
+    assert reference.prompts > quick.prompts and reference.epochs * reference.prompts > quick.epochs * quick.prompts
+    with pytest.raises(TrainingError):
+        Eagle3Settings.preset("huge")
+    assert Eagle3Settings.preset("quick", step_weight=1.0).step_weight == 1.0  # every step weighted alike: the upper end
     for weight in (0.0, 1.5):  # no weight at all for later steps, or more than the first
-        with pytest.raises(Eagle3Error, match="step_weight"):
-            get_settings("quick", step_weight=weight)
+        with pytest.raises(TrainingError, match="step_weight"):
+            Eagle3Settings.preset("quick", step_weight=weight)
 
 
 def test_head_shape_refuses_inconsistent_sizes():
-    with pytest.raises(Eagle3Error):
+    with pytest.raises(TrainingError):
         HeadShape(32, 32, 64, 4, 3, 8, 1e-5, 1e4, 50, 16)  # heads not a multiple of KV heads
-    with pytest.raises(Eagle3Error):
+    with pytest.raises(TrainingError):
         HeadShape(32, 32, 64, 4, 2, 8, 1e-5, 1e4, 50, 60)  # draft vocabulary larger than vocabulary

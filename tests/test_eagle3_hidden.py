@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from utils.training.draft_settings import MainModel
 from utils.training.eagle3_hidden import hidden_state_indices, load_tapped, tap_hidden_states, write_tapped_states
+from utils.training.eagle3_settings import Eagle3Settings
+from utils.training.scaffold import MainModel
 
 # Lengths 6, 13 and 1 (SmolLM2's tokenizer): with a 16-token budget two batches, one of them padded.
 PROMPTS = ("def fibonacci(n):", "The capital of France is Paris, and the capital of Italy is", "Hi")
@@ -79,15 +80,15 @@ def test_tapped_states_are_the_mains_hidden_states_at_the_tapped_layers(offline_
 
 def test_write_tapped_states_cuts_the_samples_and_is_reused(offline_pair, tmp_models_dir) -> None:
     from utils.models.atomic_folder import atomic_folder, read_marker
-    from utils.training.eagle3_data import Eagle3Sample, save_samples
-    from utils.training.eagle3_settings import data_recipe, eagle3_folders, get_settings
+    from utils.training.eagle3_settings import eagle3_folders
+    from utils.training.scaffold import Sample, save_samples
 
     main = MainModel(offline_pair.main, offline_pair.hf)
-    settings = get_settings("quick", sequence_length=8)
-    samples = [Eagle3Sample(0, "code", "", "a", [1, 504, 28, 9023, 28, 1206, 2, 1, 9690, 198, 2], answer_start=9),
-               Eagle3Sample(1, "chat", "", "b", [1, 504, 28, 30, 2], answer_start=3)]
+    settings = Eagle3Settings.preset("quick", sequence_length=8)
+    samples = [Sample(0, "code", "", "greedy", "a", [1, 504, 28, 9023, 28, 1206, 2, 1, 9690, 198, 2], 1, 9),
+               Sample(1, "chat", "", "greedy", "b", [1, 504, 28, 30, 2], 1, 3)]
     folders = eagle3_folders(settings, main)
-    with atomic_folder(folders.data, data_recipe(settings, main.openvino)) as work:
+    with atomic_folder(folders.data, {"stage": "data written by this test"}) as work:
         save_samples(samples, work, {"samples": len(samples)})
 
     folder = write_tapped_states(settings, main, show_progress=False)
@@ -107,7 +108,7 @@ def test_write_tapped_states_cuts_the_samples_and_is_reused(offline_pair, tmp_mo
     marker = read_marker(folder)
     assert write_tapped_states(settings, main, show_progress=False) == folder
     assert read_marker(folder) == marker, "an up-to-date folder is reused, not rebuilt"
-    longer = get_settings("quick", sequence_length=16)
+    longer = Eagle3Settings.preset("quick", sequence_length=16)
     write_tapped_states(longer, main, show_progress=False)
     assert load_tapped(folder).offsets.tolist() == [0, 11, 16], "another sequence length rebuilds the folder"
 

@@ -9,18 +9,12 @@ import pytest
 
 from utils.decoding.generation import DecodingSettings
 from utils.models.model_fetch import HubUnreachableError
-from utils.training.draft_settings import MainModel
 from utils.training.eagle3_build import export_published_head
 from utils.training.eagle3_checks import check_export_packages
-from utils.training.eagle3_data import held_out_overlap
-from utils.training.eagle3_settings import (
-    Eagle3Error,
-    data_recipe,
-    eagle3_folders,
-    get_settings,
-    head_recipe,
-    hidden_recipe,
-)
+from utils.training.eagle3_settings import Eagle3Settings, eagle3_folders, head_recipe, hidden_recipe
+from utils.training.scaffold import MainModel, TrainingError, stage_recipe
+
+get_settings = Eagle3Settings.preset
 
 MAIN = MainModel(Path("/m/smollm2-135m-instruct-fp16-ov"), Path("/m/smollm2-135m-instruct-hf"))
 
@@ -35,22 +29,25 @@ def test_folders_are_named_after_the_main_and_the_preset(tmp_path: Path) -> None
 
 
 def test_unknown_overrides_and_impossible_values_are_refused() -> None:
-    with pytest.raises(Eagle3Error, match="Unknown settings"):
+    with pytest.raises(TrainingError, match="Unknown settings"):
         get_settings("quick", learning_rte=1e-3)
-    with pytest.raises(Eagle3Error, match="prompts"):
+    with pytest.raises(TrainingError, match="prompts"):
         get_settings("quick", prompts=0)
-    with pytest.raises(Eagle3Error, match="weight_format"):
+    with pytest.raises(TrainingError, match="weight_format"):
         get_settings("quick", weight_format="int4")
 
 
 def test_recipes_follow_what_decides_each_stage(tmp_path: Path) -> None:
     quick = get_settings("quick")
-    longer_training = get_settings("quick", max_training_minutes=5.0)
+    longer_training = get_settings("quick", epochs=5.0)
     more_data = get_settings("quick", prompts=64)
     data, hidden = tmp_path / "data", tmp_path / "hidden"
-    # the training time is not part of the data or the tapped states, but it is part of the head
-    assert data_recipe(quick, MAIN.openvino) == data_recipe(longer_training, MAIN.openvino)
-    assert data_recipe(quick, MAIN.openvino) != data_recipe(more_data, MAIN.openvino)
+
+    def data_recipe(settings: Eagle3Settings) -> dict:
+        return stage_recipe("data", settings.data_settings(), [MAIN.openvino], ("openvino",), ())
+
+    # the training length is not part of the data or the tapped states, but it is part of the head
+    assert data_recipe(quick) == data_recipe(longer_training) != data_recipe(more_data)
     assert hidden_recipe(quick, MAIN.openvino, data) == hidden_recipe(longer_training, MAIN.openvino, data)
     assert head_recipe(quick, hidden, MAIN.hf) != head_recipe(longer_training, hidden, MAIN.hf)
     # the export's weight format decides the exported folder, not the trained weights
@@ -60,18 +57,12 @@ def test_recipes_follow_what_decides_each_stage(tmp_path: Path) -> None:
     assert head_recipe(quick, hidden, MAIN.hf) == head_recipe(get_settings("quick", name="renamed"), hidden, MAIN.hf)
 
 
-def test_held_out_prompts_are_found_whatever_their_spacing() -> None:
-    written = ["Write a Python function that adds two numbers.", "Why   is the sky\nblue?"]
-    assert held_out_overlap(written, ["Why is the sky blue?", "Summarise this."]) == ["Why is the sky blue?"]
-    assert held_out_overlap(written, ["Tell me a joke."]) == []
-
-
 def test_a_missing_export_package_is_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     check_export_packages()  # the lock file installs both
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "diffusers" else real_find_spec(name, *args))
-    with pytest.raises(Eagle3Error, match="needs diffusers.*tutorial.py setup"):
+    with pytest.raises(TrainingError, match="needs diffusers.*tutorial.py setup"):
         check_export_packages()
 
 
@@ -97,7 +88,7 @@ def test_integer_settings_refuse_booleans_and_floats_and_store_numpy_integers_as
     import numpy as np
 
     for bad in (True, 2.0, "8"):
-        with pytest.raises(Eagle3Error, match=r"unroll_steps must be an integer >= 1"):
+        with pytest.raises(TrainingError, match=r"unroll_steps must be an integer >= 1"):
             get_settings("quick", unroll_steps=bad)
     settings = get_settings("quick", prompts=np.int64(12))
     assert type(settings.prompts) is int and json.loads(json.dumps(settings.as_dict()))["prompts"] == 12

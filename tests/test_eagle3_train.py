@@ -8,7 +8,7 @@ import torch
 
 from utils.training.eagle3_head import Eagle3Head, shape_from_main_config
 from utils.training.eagle3_hidden import TappedData
-from utils.training.eagle3_settings import get_settings
+from utils.training.eagle3_settings import Eagle3Settings
 from utils.training.eagle3_train import evaluate_accuracy, init_from_main, split_samples, train_head
 from utils.training.eagle3_vocab import draft_vocabulary
 
@@ -46,8 +46,8 @@ def cycle_data(samples: int = 8, seed: int = 0) -> TappedData:
 
 def tiny_settings(**changes):
     base = dict(draft_vocab_size=len(CYCLE), intermediate_size=48, unroll_steps=2, epochs=20.0, batch_tokens=2 * LENGTH,
-                learning_rate=1e-2, warmup_steps=2, validation_share=0.25, max_training_minutes=10.0, seed=3)
-    return get_settings("quick", **(base | changes))
+                learning_rate=1e-2, warmup_steps=2, validation_share=0.25, seed=3)
+    return Eagle3Settings.preset("quick", **(base | changes))
 
 
 def fresh_head(data: TappedData, settings):
@@ -70,10 +70,10 @@ def test_training_lowers_the_loss_and_learns_what_generalises() -> None:
 
     history = train_head(head, data, vocab, settings, show_progress=False)
 
-    print(f"loss {history.losses[0]:.3f} -> {history.losses[-1]:.3f} in {len(history.losses)} steps")
-    assert len(history.losses) > 10 and all(np.isfinite(history.losses))
-    assert history.losses[-1] < 0.2 * history.losses[0]
-    after = history.validation[-1]
+    print(f"loss {history.loss[0]:.3f} -> {history.loss[-1]:.3f} in {len(history.loss)} steps")
+    assert len(history.loss) > 10 and all(np.isfinite(history.loss))
+    assert history.loss[-1] < 0.2 * history.loss[0]
+    after = history.evaluations[-1]
     assert after == {"step": history.steps[-1], **evaluate_accuracy(head, data, validation, settings,
                                                                     vocab.target_to_draft())}
     print(f"validation chains: {before['answer_chain_accuracy']} -> {after['answer_chain_accuracy']}")
@@ -91,10 +91,10 @@ def test_a_fixed_seed_repeats_the_run() -> None:
                        show_progress=False)
     second = train_head(fresh_head(data, settings)[0], data, draft_vocabulary(data.targets, len(CYCLE), 50),
                         settings, show_progress=False)
-    assert second.losses == pytest.approx(first.losses, rel=1e-5)
+    assert second.loss == pytest.approx(first.loss, rel=1e-5)
     other = train_head(fresh_head(data, settings)[0], data, draft_vocabulary(data.targets, len(CYCLE), 50),
                        tiny_settings(epochs=4.0, seed=4), show_progress=False)
-    assert other.losses != pytest.approx(first.losses, rel=1e-5)  # the seed decides the split and the batch order
+    assert other.loss != pytest.approx(first.loss, rel=1e-5)  # the seed decides the split and the batch order
 
 
 @pytest.mark.parametrize("answers_only", [True, False])
@@ -111,8 +111,8 @@ def test_answers_only_keeps_the_prompts_labels_out_of_the_loss(answers_only: boo
     plain = train_head(fresh_head(data, settings)[0], data, vocab, settings, show_progress=False)
     changed = train_head(fresh_head(data, settings)[0], scrambled, vocab, settings, show_progress=False)
     if answers_only:
-        assert changed.losses == pytest.approx(plain.losses, rel=1e-5)
-        assert ([v["answer_chain_accuracy"] for v in changed.validation]
-                == [v["answer_chain_accuracy"] for v in plain.validation])
+        assert changed.loss == pytest.approx(plain.loss, rel=1e-5)
+        assert ([v["answer_chain_accuracy"] for v in changed.evaluations]
+                == [v["answer_chain_accuracy"] for v in plain.evaluations])
     else:
-        assert changed.losses != pytest.approx(plain.losses, rel=1e-5)
+        assert changed.loss != pytest.approx(plain.loss, rel=1e-5)

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from utils.training.eagle3_settings import Eagle3Error
 from utils.training.eagle3_vocab import draft_vocabulary, vocabulary_from_d2t
+from utils.training.scaffold import TrainingError
 
 
 def test_most_frequent_ids_are_kept_in_ascending_order():
@@ -55,17 +55,17 @@ def test_round_trip_through_d2t():
 
 @pytest.mark.parametrize("size", [0, -1, 11, 2.5, True])
 def test_bad_sizes_are_refused(size):
-    with pytest.raises(Eagle3Error):
+    with pytest.raises(TrainingError):
         draft_vocabulary([1, 2], size, 10)
 
 
 def test_ids_outside_the_vocabulary_are_refused():
-    with pytest.raises(Eagle3Error):
+    with pytest.raises(TrainingError):
         draft_vocabulary([1, 12], 2, 10)
 
 
 def test_d2t_that_collides_or_leaves_the_vocabulary_is_refused():
-    with pytest.raises(Eagle3Error, match="same target"):
+    with pytest.raises(TrainingError, match="same target"):
         vocabulary_from_d2t([1, 0], 10)  # draft 0 -> 1, draft 1 -> 1
-    with pytest.raises(Eagle3Error, match="outside"):
+    with pytest.raises(TrainingError, match="outside"):
         vocabulary_from_d2t([0, 9], 10)  # draft 1 -> 10

@@ -1,11 +1,11 @@
-"""Tests for utils.models.gguf_tokenizer against OpenVINO GenAI's own reading of the GGUF file."""
+"""Tests for maintainers.gguf_tokenizer against OpenVINO GenAI's own reading of the GGUF file."""
 from __future__ import annotations
 
 import pytest
 
-from utils.models.gguf_tokenizer import TOKENIZER_TEST_TEXT, build_tokenizer, read_gguf_tokenizer_fields
-from utils.models.model_check import openvino_token_ids
-from utils.models.offline_pair import gguf_path, openvino_gguf_token_ids
+from maintainers.gguf_tokenizer import build_tokenizer, read_gguf_tokenizer_fields
+from maintainers.offline_pair import gguf_path, openvino_gguf_token_ids
+from utils.models.model_check import TOKENIZER_TEST_TEXT, openvino_token_ids
 
 pytestmark = pytest.mark.models  # reads the offline model's GGUF and runs OpenVINO GenAI on it
 

@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from utils.decoding.measurement import Measured, TimedRun
 from utils.selfspec import ipex_comparisons as compare
 from utils.selfspec import ipex_self_speculation as ss
-from utils.selfspec.ov_self_speculation import summary_rows as openvino_summary_rows
+from utils.selfspec.ov_self_speculation import openvino_summary_rows
 
 # The counters IPEX-LLM leaves on the model after a speculative call (3 verify steps).
 IPEX_COUNTERS = SimpleNamespace(n_drafted=9, n_matched=5, draft_num=[3, 4, 2], accept_num=[4, 2, 2],
@@ -37,51 +38,71 @@ def test_divergence_report_shows_both_continuations() -> None:
     assert compare.divergence_report(decode, [1], [1]).startswith("identical (1 tokens)")
 
 
+def comparison(plain_seconds: list[float], speculative_seconds: list[float], prompt: str = "p",
+               setting: dict | None = None) -> compare.Comparison:
+    """A Comparison of 9-token runs (the counters above) with the given wall times per repeat; CPU time = wall / 2."""
+    stats = ss.read_speculation_stats(IPEX_COUNTERS)
+    plain = ss.GenerationRun(list(range(9)), speculative=False)
+    speculative = ss.GenerationRun(list(range(9)), speculative=True, stats=stats)
+    return compare.Comparison(prompt, setting or {}, 3,
+                              Measured(prompt, [TimedRun(plain, t, t / 2) for t in plain_seconds]),
+                              Measured(prompt, [TimedRun(speculative, t, t / 2) for t in speculative_seconds]))
+
+
+def test_speedups_are_total_times_per_repeat_with_one_verdict() -> None:
+    runs = [comparison([1.0, 1.0], [0.5, 2.0], "a"), comparison([3.0, 1.0], [1.5, 0.5], "b")]
+    assert runs[0].speedups() == [2.0, 0.5]
+    [row] = compare.speedup_rows(runs)
+    assert row["repeats"] == 2 and row["prompts"] == 2
+    assert row["speed-up"] == "1.40x [0.80x-2.00x]"  # repeat 1: 4 / 2; repeat 2: 2 / 2.5
+    assert row["verdict"] == "no clear difference" and row["verdict, CPU time"] == "no clear difference"
+    [faster] = compare.speedup_rows([comparison([1.0, 1.0], [0.5, 0.8])])
+    assert faster["verdict"] == "faster"
+    assert compare.speedup_summary({}, [0.9, 0.8])["verdict"] == "slower"
+
+
+def test_cost_ratio_uses_a_plain_step_of_the_same_runs() -> None:
+    run = comparison([1.0], [0.5])  # plain: (1.0 s - 0.2 s first token) / 8 tokens = 100 ms per step
+    assert run.plain_step_ms == pytest.approx(100.0)
+    assert run.cost_ratio == pytest.approx(10.0 / 100.0)  # 0.09 s drafting / 9 drafted tokens
+
+
 def test_summary_rows_match_the_openvino_rows() -> None:
-    comparison = compare.Comparison("p", {"th_stop_draft": 0.6}, 3, 10, 10, 1.0, 0.5, 0.5, 2.0, 3.0, 1.0, 1.0, None,
-                               stats=ss.read_speculation_stats(IPEX_COUNTERS))
-    [ipex_row] = compare.summary_rows([comparison], cost_ratio=0.7, precision="bf16")
-    assert ipex_row["speed-up"] == pytest.approx(2.0)
+    [ipex_row] = compare.summary_rows([comparison([1.0, 1.2], [0.5, 0.5], setting={"th_stop_draft": 0.6})],
+                                      precision="bf16")
+    assert ipex_row["speed-up (median)"] == pytest.approx(2.2)
     assert ipex_row["identical to plain"] is True
-    openvino = {"cost_ratio": {"int4": 0.6}, "settings": {"num_assistant_tokens": 3}, "records": [
-        {"mode": "speculative", "draft": "int4", "setting": "K=3", "prompt_id": "p", "input_tokens": 3,
-         "generated_tokens": 10, "speedup_vs_plain": 1.1, "acceptance_rate": 0.8, "main_passes": 4,
-         "tokens_per_step": [1, 4, 2, 2],
+    assert ipex_row["k"] == pytest.approx(3.0)  # mean drafted per step, not rounded
+    plain = {"mode": "plain", "draft": None, "prompt_id": "p", "tpot_ms": 50.0, "wall_seconds_all": [1.0, 1.2]}
+    openvino = {"settings": {"num_assistant_tokens": 3}, "records": [plain,
+        {"mode": "speculative", "draft": "int4", "setting": "K=3", "prompt_id": "p", "generated_tokens": 10,
+         "wall_seconds_all": [0.5, 0.6], "acceptance_rate": 0.8, "tokens_per_step": [1, 4, 2, 2],
+         "main_model_metrics": {"inference_ms": 700.0, "ttft_ms": 100.0, "passes": 11},
+         "draft_model_metrics": {"inference_ms": 750.0, "passes": 30},
          "identical_to_plain": True, "first_difference": None, "precision": "f32"}]}
     [openvino_row] = openvino_summary_rows(openvino)
     assert list(ipex_row) == list(openvino_row)
-    assert ipex_row["k"] == 3 and ipex_row["tokens/pass"] == pytest.approx(2.0)
-    assert openvino_row["k"] == 3 and openvino_row["tokens/pass"] == pytest.approx(6 / 2)  # prefill and last passes left out
+    assert openvino_row["speed-up (median)"] == pytest.approx(2.0)
+    assert openvino_row["k"] == 3 and openvino_row["tokens/pass"] == pytest.approx(6 / 2)  # prefill and last pass out
+    assert openvino_row["verify pass / plain step"] == pytest.approx(60.0 / 50.0)
+    assert openvino_row["cost ratio c"] == pytest.approx(25.0 / 50.0)
 
 
 def test_formula_check_recovers_the_prediction_it_is_fed() -> None:
     from utils.decoding.speedup_model import expected_tokens_per_pass, predicted_speedup
 
     row = {"backend": "b", "draft": "d", "prompt": "p", "k": 4, "tokens/pass": expected_tokens_per_pass(0.7, 4),
-           "cost ratio c": 0.5, "speed-up (CPU time)": 1.1, "speed-up": 1.2}
+           "cost ratio c": 0.5, "verify pass / plain step": 1.0, "speed-up (median)": 1.2}
     [checked] = compare.formula_check([row])
     assert checked["a"] == pytest.approx(0.7, abs=1e-6)
     assert checked["predicted"] == pytest.approx(predicted_speedup(0.7, 4, 0.5))
-    assert checked["measured (CPU time)"] == 1.1 and checked["measured (wall)"] == 1.2
+    assert checked["predicted (measured passes)"] == pytest.approx(checked["predicted"])
+    assert checked["formula's error"] == pytest.approx(checked["predicted"] / 1.2 - 1)
     [clamped] = compare.formula_check([{**row, "tokens/pass": 6.5}])  # more than k + 1: IPEX-LLM's k varies per step
     assert clamped["a"] == pytest.approx(1.0, abs=1e-6)
-    assert checked["predicted (measured passes)"] is None
-    cost = {"backend": "b", "draft": "d", "prompt": "p", "verify pass / plain step": 1.0, "draft pass / plain step": 0.5}
-    [same] = compare.formula_check([row], [cost])
-    assert same["predicted (measured passes)"] == pytest.approx(same["predicted"])
-    [dearer] = compare.formula_check([row], [{**cost, "verify pass / plain step": 1.3}])
+    [dearer] = compare.formula_check([{**row, "verify pass / plain step": 1.3}])
     assert dearer["predicted (measured passes)"] < dearer["predicted"]
-
-
-def test_step_costs_relate_passes_to_a_plain_step() -> None:
-    comparison = compare.Comparison("p", {}, 3, plain_tokens=40, speculative_tokens=40, plain_seconds=4.0,
-                               speculative_seconds=3.0, acceptance_rate=0.5, tokens_per_step=2.0,
-                               drafted_per_step=3.0, draft_ms_per_token=50.0, verify_ms_per_step=120.0,
-                               first_divergence=None)
-    [row] = compare.step_costs([comparison])
-    assert row["verify pass / plain step"] == pytest.approx(1.2)  # plain: 100 ms per token
-    assert row["draft pass / plain step"] == pytest.approx(0.5)
-    assert (row["backend"], row["draft"], row["prompt"]) == ("IPEX-LLM", "INT4 copy", "p")
+    assert compare.formula_check([{**row, "cost ratio c": None}]) == []
 
 
 def test_speculation_stats_can_be_written_as_json(tmp_path: Path) -> None:

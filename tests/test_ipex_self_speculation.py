@@ -254,32 +254,23 @@ def test_comparison_finds_the_divergence_point_and_runs_interleaved() -> None:
     model = FakeSelfSpeculativeModel(plain=[5, 6, 7, 8], speculative=[5, 6, 9, 8])
     prompts = {"p": torch.tensor([[1, 2, 3]])}
     [comparison] = compare.compare_plain_and_speculative(model, prompts, [{"th_stop_draft": 0.6}], max_new_tokens=4,
-                                                    repeats=3)
+                                                         repeats=3)
     assert comparison.first_divergence == 2
     assert comparison.prompt_tokens == 3
-    assert comparison.plain_tokens == comparison.speculative_tokens == 4
-    assert comparison.acceptance_rate == pytest.approx(0.75)
+    assert comparison.plain_run.generated_tokens == comparison.speculative_run.generated_tokens == 4
+    assert comparison.stats.acceptance_rate == pytest.approx(0.75)
     order = [call["speculative"] for call in model.calls]
     assert order == [False, True] + [False, True] * 3  # warm-ups, then alternating timed runs
+    assert len(comparison.plain.runs) == len(comparison.speculative.runs) == 3
     assert comparison.row()["first difference"] == 2
 
 
 def test_identical_outputs_are_reported_as_such() -> None:
     model = FakeSelfSpeculativeModel(plain=[5, 6], speculative=[5, 6])
     [comparison] = compare.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
-                                                    repeats=1)
+                                                         repeats=1)
     assert comparison.first_divergence is None
     assert comparison.row()["first difference"] == "identical"
-
-
-def test_speedup_is_per_generated_token() -> None:
-    comparison = compare.Comparison("p", {}, 3, plain_tokens=40, speculative_tokens=20, plain_seconds=4.0,
-                               speculative_seconds=1.0, acceptance_rate=0.5, tokens_per_step=2.0,
-                               drafted_per_step=3.0, draft_ms_per_token=1.0, verify_ms_per_step=1.0,
-                               first_divergence=None)
-    assert comparison.speedup == pytest.approx(2.0)  # 0.1 s/token plain vs 0.05 s/token speculative
-    comparison.plain_cpu_seconds, comparison.speculative_cpu_seconds = 4.0, 0.5  # 0.1 vs 0.025 s/token
-    assert comparison.speedup_cpu == pytest.approx(4.0)
 
 
 class Clocks:
@@ -310,23 +301,20 @@ class TimedFakeModel(FakeSelfSpeculativeModel):
         return super().generate(*args, **kwargs)
 
 
-def test_runs_record_wall_and_cpu_time_separately(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_speedups_by_wall_and_cpu_time_come_from_the_shared_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from utils.decoding import measurement
+
     clocks = Clocks()
-    monkeypatch.setattr(ss, "time", clocks)
+    monkeypatch.setattr(measurement, "time", clocks)
     model = TimedFakeModel(clocks, plain=[1, 2], speculative=[1, 2])
-    run = ss.generate_greedy(model, torch.tensor([[1]]), max_new_tokens=2)
-    assert (run.seconds, run.cpu_seconds) == (pytest.approx(0.2), pytest.approx(0.01))
     [comparison] = compare.compare_plain_and_speculative(model, {"p": torch.tensor([[1]])}, [{}], max_new_tokens=2,
-                                                    repeats=1)
-    assert (comparison.plain_seconds, comparison.speculative_seconds) == (pytest.approx(0.1), pytest.approx(0.2))
-    assert comparison.plain_cpu_seconds == pytest.approx(0.1) and comparison.speculative_cpu_seconds == pytest.approx(0.01)
-    assert comparison.speedup == pytest.approx(0.5)  # by wall time the waiting speculative run is slower...
-    assert comparison.speedup_cpu == pytest.approx(10.0)  # ...by CPU time it is nearly free
-
-
-def test_unknown_clock_is_refused() -> None:
+                                                         repeats=2)
+    assert comparison.speedups() == [pytest.approx(0.5)] * 2  # by wall time the waiting speculative run is slower...
+    assert comparison.speedups("cpu") == [pytest.approx(10.0)] * 2  # ...by CPU time it is nearly free
+    [row] = compare.speedup_rows([comparison])
+    assert (row["verdict"], row["verdict, CPU time"]) == ("slower", "faster")
     with pytest.raises(ss.SelfSpeculationError, match="clock"):
-        ss.decode_step_seconds(FakeSelfSpeculativeModel([1], [1]), torch.tensor([[1]]), clock="gpu")
+        comparison.speedups("gpu")
 
 
 # --------------------------------------------------------------------------- why outputs differ

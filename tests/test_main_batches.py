@@ -1,10 +1,10 @@
-"""Fast tests for utils.training.main_batches (no model needed): batching by length, padded prefills, configs."""
+"""Fast tests for utils.training.scaffold (no model needed): batching by length, padded prefills, configs."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from utils.training import main_batches as mb
+from utils.training import scaffold as mb
 
 
 def test_length_batches_respect_the_budget_and_keep_every_index_once() -> None:

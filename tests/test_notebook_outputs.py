@@ -173,13 +173,10 @@ def test_a_changed_line_in_a_module_the_notebook_uses_makes_it_stale(tmp_path: P
         capsys.readouterr().out)
 
 
-def test_changed_data_or_pinned_environment_makes_it_stale(tmp_path: Path) -> None:
+def test_a_changed_pinned_environment_makes_it_stale(tmp_path: Path) -> None:
     root = small_repository(tmp_path)
     notebook = fingerprinted(root, "from utils.a import f")
     assert stale_reason(notebook, root) is None
-    (root / "utils" / "data" / "table.json").write_text('{"a": 1}\n')
-    assert "utils/data/table.json" in stale_reason(notebook, root)
-    notebook = fingerprinted(root, "from utils.a import f")
     (root / "requirements.lock").write_text("numpy==2.4.7\n")
     assert "pinned environment" in stale_reason(notebook, root)
 

@@ -1,4 +1,4 @@
-"""Tests for utils.models.offline_pair: what gets (re)built when, and errors that say what to do.
+"""Tests for maintainers.offline_pair: what gets (re)built when, and errors that say what to do.
 
 Builds are replaced by fakes that write minimal folders through `atomic_folder`,
 so these tests take well under a second; the real build is what the test command
@@ -15,11 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from utils.models import offline_pair as offline_pair_module
-from utils.models.atomic_folder import atomic_folder, is_up_to_date
-from utils.models.model_catalogue import SMOLLM2_FP16, SMOLLM2_INT4, SMOLLM2_INT8
-from utils.models.offline_pair import (
-    OFFLINE_EXPORTS,
+from maintainers import offline_pair as offline_pair_module
+from maintainers.offline_pair import (
     OfflineModelError,
     estimated_bytes,
     export_recipe,
@@ -29,6 +26,8 @@ from utils.models.offline_pair import (
     prepare_offline_models,
     verify_tokenizer,
 )
+from utils.models.atomic_folder import atomic_folder, is_up_to_date
+from utils.models.model_catalogue import OFFLINE_EXPORTS, SMOLLM2_FP16, SMOLLM2_INT4, SMOLLM2_INT8
 from utils.paths import MODELS_DIR_ENV
 
 
@@ -290,7 +289,7 @@ def test_leftover_of_a_killed_rebuild_is_removed_even_if_nothing_is_built(tmp_mo
 
 def test_two_runs_in_turn_build_once(tmp_models_dir: Path, fake_builds: FakeBuilds) -> None:
     """The second of two runs that both found a folder missing rebuilds nothing once it gets the lock."""
-    from utils.models.atomic_folder import ensure_built
+    from maintainers.offline_pair import ensure_built
 
     recipe = hf_recipe(gguf_path())
     assert ensure_built(hf_folder(), recipe, lambda: fake_builds.build_hf_folder(gguf_path(), hf_folder()))
@@ -311,18 +310,13 @@ def test_disk_full_during_the_build_is_one_line(tmp_models_dir: Path, monkeypatc
     assert message.startswith(f"error: the disk of {tmp_models_dir} filled up") and "\n" not in message
 
 
-def test_offline_pair_does_not_import_model_fetch() -> None:
-    """Imports go one way: model_fetch uses offline_pair (the offline models), never the reverse, not even lazily."""
-    import ast
-
+def test_get_model_never_builds_the_offline_pair_and_says_how_to(tmp_models_dir: Path, monkeypatch) -> None:
+    """Notebooks get the offline models the setup built; building them is the maintainers' tool's job."""
     import utils.models.model_fetch
-    import utils.models.offline_pair
+    from utils.models.model_check import ModelFolderError
+    from utils.models.model_fetch import get_model
 
-    def imported(module) -> set[str]:
-        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
-        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        return names | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-
-    assert "utils.models.offline_pair" in imported(utils.models.model_fetch)
-    assert not any(name.startswith("utils.models.model_fetch") for name in imported(utils.models.offline_pair))
-    assert utils.models.offline_pair.require_free_disk is utils.models.model_fetch.require_free_disk  # one disk check, shared
+    monkeypatch.setattr(offline_pair_module, "prepare_offline_models", must_not_run)
+    with pytest.raises(ModelFolderError, match="tutorial.py lab"):
+        get_model(SMOLLM2_INT4)
+    assert offline_pair_module.require_free_disk is utils.models.model_fetch.require_free_disk  # one disk check, shared

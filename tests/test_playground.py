@@ -14,23 +14,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from utils.decoding.pipelines import SpeculationSetupError, load_pipeline
+from utils.decoding.pipelines import PRECISIONS, SpeculationSetupError, load_pipeline
 from utils.decoding.speedup_model import break_even_acceptance, predicted_speedup
 from utils.decoding.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR
 from utils.display import playground_choice as choice_module
 from utils.display.device_picker import available_devices, default_device, device_picker
 from utils.display.formula_explorer import MeasuredPoint, build_formula_explorer, measured_points
-from utils.display.playground import LiveCounters, TimedRun, build_playground, replay_events
+from utils.display.playground import LiveCounters, RaceRun, build_playground, replay_events
 from utils.display.playground_choice import (
     K_RANGE,
     MAX_NEW_TOKENS_RANGE,
-    PRECISIONS,
     THRESHOLD_MAX,
     PipelineCache,
     PlaygroundChoice,
     PromptTokens,
     check_prompt,
-    load_tokenizer,
+    load_playground_tokenizer,
 )
 from utils.input_checks import InputError, context_length
 from utils.models.model_catalogue import PAIRS, ModelPair
@@ -79,8 +78,8 @@ def test_plain_counters_have_no_acceptance() -> None:
 
 
 def test_replay_merges_two_runs_in_time_order() -> None:
-    first = TimedRun(record=None, steps=[[1], [2], [3]], step_times=[0.1, 0.2, 0.3])
-    second = TimedRun(record=None, steps=[[9, 9], [8]], step_times=[0.15, 0.25])
+    first = RaceRun(record=None, steps=[[1], [2], [3]], step_times=[0.1, 0.2, 0.3])
+    second = RaceRun(record=None, steps=[[9, 9], [8]], step_times=[0.15, 0.25])
     events = replay_events([first, second])
     assert [(moment, index) for moment, index, _ in events] == [(0.1, 0), (0.15, 1), (0.2, 0), (0.25, 1), (0.3, 0)]
     assert events[1][2] == [9, 9]
@@ -106,7 +105,8 @@ def test_measured_points_keep_fixed_k_rows_with_a_speedup() -> None:
 
 def test_formula_explorer_redraws_when_a_slider_moves() -> None:
     points = [MeasuredPoint(1, 0.9, 0.5, 0.6), MeasuredPoint(3, 0.8, 0.7, 0.5)]
-    explorer = build_formula_explorer(points)
+    explorer = build_formula_explorer(points, pair="qwen2.5-coder")
+    assert explorer.points_label == "measured here (qwen2.5-coder pair)"
     assert explorer.acceptance.value == pytest.approx(0.6) and explorer.cost_ratio.value == pytest.approx(0.55)
     first_image, redraws = explorer.image.value, explorer.redraws
     assert first_image[:8] == b"\x89PNG\r\n\x1a\n"
@@ -284,7 +284,7 @@ def test_a_prompt_too_long_is_refused_before_any_pipeline_loads(short_context_pa
 
 def test_a_50000_character_prompt_is_refused_by_the_tokenizer_alone(offline_pair) -> None:
     """Refused in seconds: counted with the tokenizer (loaded once), never by loading a pipeline."""
-    tokenizer = load_tokenizer(offline_pair.main)
+    tokenizer = load_playground_tokenizer(offline_pair.main)
     tokenizers: list[Path] = []
     loader = FailingLoader()
     playground = build_playground(device_picker(), cache=PipelineCache(loader))

@@ -1,4 +1,4 @@
-"""Tests for utils.models.prefetch: planning and checks in-process, the command end to end
+"""Tests for maintainers.prefetch: planning and checks in-process, the command end to end
 against a local fake Hugging Face hub (tests/hub_server.py) through huggingface_hub."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from utils.models import prefetch
+from maintainers import prefetch
 from utils.models.atomic_folder import folder_size_bytes
 from utils.models.model_catalogue import PHI3_DRAFT, PHI3_MAIN, get_pair
 from utils.paths import REPO_ROOT
@@ -41,7 +41,7 @@ PHI3_DRAFT_FILES = fake_openvino_folder("draft", 120_000)
 
 
 def run_prefetch(arguments: list[str], hub_url: str, models: Path, home: Path) -> subprocess.CompletedProcess:
-    """`python -m utils.models.prefetch ...` in a fresh process that talks to the fake hub only."""
+    """`python -m maintainers.prefetch ...` in a fresh process that talks to the fake hub only."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
     environment |= {
         "HF_ENDPOINT": hub_url,
@@ -51,7 +51,7 @@ def run_prefetch(arguments: list[str], hub_url: str, models: Path, home: Path) -
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
-    return subprocess.run([sys.executable, "-m", "utils.models.prefetch", *arguments], cwd=REPO_ROOT, env=environment,
+    return subprocess.run([sys.executable, "-m", "maintainers.prefetch", *arguments], cwd=REPO_ROOT, env=environment,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -197,17 +197,17 @@ def test_run_plan_records_failures_and_missing_marker(tmp_path: Path, monkeypatc
 
 
 def test_command_line_help_and_dry_run(tmp_path: Path) -> None:
-    help_text = subprocess.run([sys.executable, "-m", "utils.models.prefetch", "--help"], cwd=REPO_ROOT,
+    help_text = subprocess.run([sys.executable, "-m", "maintainers.prefetch", "--help"], cwd=REPO_ROOT,
                                capture_output=True, text=True, timeout=60, check=True).stdout
     assert "--pairs" in help_text and "--source" in help_text
 
-    dry = subprocess.run([sys.executable, "-m", "utils.models.prefetch", "--dry-run", "--models-dir", str(tmp_path)],
+    dry = subprocess.run([sys.executable, "-m", "maintainers.prefetch", "--dry-run", "--models-dir", str(tmp_path)],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
     assert "to fetch" in table_row(dry.stdout, "dolly-v2-7b-fp16-ov")
     assert list(tmp_path.iterdir()) == []
     not_yet_there = tmp_path / "not" / "yet"
-    dry = subprocess.run([sys.executable, "-m", "utils.models.prefetch", "--dry-run", "--models-dir", str(not_yet_there)],
+    dry = subprocess.run([sys.executable, "-m", "maintainers.prefetch", "--dry-run", "--models-dir", str(not_yet_there)],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
     assert not (tmp_path / "not").exists()

@@ -312,7 +312,7 @@ def test_real_sweep_of_k_and_of_a_low_threshold(tmp_path: Path, offline_pair) ->
 
 
 def test_rows_and_recommendations_carry_the_spread_over_repeats() -> None:
-    from utils.tuning.autotune import recommendation_rows, verdict
+    from utils.tuning.autotune import recommendation_rows
 
     def repeated(point: sweeps.SweepPoint, prompts, plain_times, candidate_times) -> sweeps.PointResult:
         records = []
@@ -336,10 +336,7 @@ def test_rows_and_recommendations_carry_the_spread_over_repeats() -> None:
     assert (rows[2]["slowest_repeat"], rows[2]["fastest_repeat"]) == pytest.approx((1.1, 1.3))
     recommended = {row["scope"]: row for row in recommendation_rows(result)}["task: code"]
     assert recommended["recommended"] == "K=2" and recommended["spread over repeats"] == "1.10x-1.30x (3 repeats)"
-    assert recommended["verdict"] == "speculation pays off"
-    assert verdict(1.2, 0.05, (0.9, 1.4)).startswith("no clear verdict")
-    assert verdict(1.02, 0.05, (0.9, 1.4)).startswith("break-even")
-    assert verdict(0.8, 0.05, (0.7, 0.9)).startswith("slower")
+    assert recommended["verdict"] == "faster"
     no_repeats = {row["scope"]: row for row in recommendation_rows(fake_sweep(sweeps.k_points([1, 2])))}
     assert no_repeats["task: code"]["spread over repeats"] == "one repeat"
     # under load: repeat i's throughput ratio is (speculative tokens / its wall) / (plain tokens / its wall)
@@ -349,4 +346,4 @@ def test_rows_and_recommendations_carry_the_spread_over_repeats() -> None:
              "wall_seconds_all": [2.5, 1.6], "throughput_vs_plain": 0.8, "identical_to_plain": True}]
     under_load = {row["scope"]: row for row in recommendation_rows(result, concurrency=load)}["load: 2 request(s) at once"]
     assert under_load["spread over repeats"] == "0.80x-1.25x (2 repeats)"
-    assert under_load["verdict"].startswith("no clear verdict")
+    assert under_load["verdict"] == "no clear difference"

@@ -128,12 +128,14 @@ def test_tune_tasks_refuses_an_empty_task_list(fake_pair: ModelPair) -> None:
 
 
 def test_the_command_line_refuses_bad_input_before_loading_anything(capsys: pytest.CaptureFixture) -> None:
+    from maintainers import tuner
+
     with pytest.raises(SystemExit):
-        task_tuner.main(["--pair", "no-such-pair"])
+        tuner.main(["--pair", "no-such-pair"])
     assert "Unknown model pair 'no-such-pair'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        task_tuner.main(["--tasks", "summarisation"])
+        tuner.main(["--tasks", "summarisation"])
     assert "length=None" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        task_tuner.main(["--json", "/proc/no-such-dir/out.json"])
+        tuner.main(["--json", "/proc/no-such-dir/out.json"])
     assert "--json" in capsys.readouterr().err

@@ -38,7 +38,7 @@ def test_generate_arguments_mirror_the_settings() -> None:
     assert speculative["assistant_model"] is models.draft
     sampled = generate_arguments(models, DecodingSettings(do_sample=True, temperature=0.7, top_k=0, ignore_eos=True))
     assert sampled["temperature"] == 0.7 and sampled["top_k"] is None and sampled["min_new_tokens"] == 64
-    with pytest.raises(SpeculationSetupError, match="draft='none'"):
+    with pytest.raises(SpeculationSetupError, match="draft=None"):
         generate_arguments(fake_models(draft=False), DecodingSettings("speculative"))
 
 
@@ -53,7 +53,7 @@ def test_configure_draft_sets_k_or_threshold_where_transformers_reads_them() -> 
 
 
 def test_bad_arguments(tmp_path: Path) -> None:
-    with pytest.raises(SpeculationSetupError, match="draft must be one of"):
+    with pytest.raises(SpeculationSetupError, match="draft must be 'int8-dynamic'"):
         load_transformers_models(draft="int4")
     with pytest.raises(SpeculationSetupError, match="not a Hugging Face model folder"):
         load_transformers_models(tmp_path)
@@ -79,7 +79,6 @@ def test_a_draft_folder_with_another_vocabulary_is_refused(offline_pair, tmp_pat
 def test_a_draft_folder_is_loaded_as_a_separate_fp32_draft(offline_pair) -> None:
     models = load_transformers_models(offline_pair.hf, draft=offline_pair.hf, threads=1)
     assert models.draft is not None and models.draft is not models.main
-    assert models.draft_kind == offline_pair.hf.name
     assert next(models.draft.parameters()).dtype == next(models.main.parameters()).dtype
     record = run_transformers_prompt(models, "Name three colours.",
                                      DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=8))
@@ -88,7 +87,7 @@ def test_a_draft_folder_is_loaded_as_a_separate_fp32_draft(offline_pair) -> None
 
 @pytest.fixture(scope="module")
 def self_drafted(offline_pair):
-    return load_transformers_models(offline_pair.hf, draft="same", threads=1)
+    return load_transformers_models(offline_pair.hf, draft=offline_pair.hf, threads=1)  # a copy of itself
 
 
 def test_greedy_assisted_and_lookup_generation_match_plain(self_drafted) -> None:

@@ -31,7 +31,7 @@ def recorded(tutorial, monkeypatch: pytest.MonkeyPatch) -> dict:
     return calls
 
 
-@pytest.mark.parametrize("command, module", [("benchmark", "utils.decoding.benchmark"), ("prefetch", "utils.models.prefetch"),
+@pytest.mark.parametrize("command, module", [("benchmark", "maintainers.benchmark"), ("prefetch", "maintainers.prefetch"),
                                              ("run-notebooks", "maintainers.run_notebooks"),
                                              ("refresh-outputs", "maintainers.notebook_outputs")])
 def test_tool_commands_pass_help_through_to_their_module(tutorial, recorded: dict, command: str, module: str) -> None:

@@ -1,6 +1,6 @@
 """Checks of user input and resources made before any long work, each failing with one line that says what to do.
 
-Used by the command-line tools (`utils.decoding.benchmark`, `maintainers.run_notebooks`) and
+Used by the command-line tools (`maintainers.benchmark`, `maintainers.run_notebooks`) and
 by `utils.decoding.generation` and `utils.decoding.pipelines` (settings, pipelines, prompts). Every input check raises a
 ValueError subclass (`InputError` unless the caller passes its own class), so a
 command line can print the message as a usage error instead of a traceback.

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-UTILS_DATA_DIR = REPO_ROOT / "utils" / "data"  # small files the helpers ship with (a vocabulary list)
 MODELS_DIR_ENV = "SPECDEC_MODELS_DIR"
 BUILD_DIR_ENV = "SPECDEC_BUILD_DIR"
 FIGURES_DIR_ENV = "SPECDEC_FIGURES_DIR"

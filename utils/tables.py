@@ -1,5 +1,4 @@
-"""Show lists of records as tables in a notebook (no pandas needed).
-"""
+"""The one table renderer: lists of records as HTML in a notebook, or as text (tabulate) in printed output."""
 from __future__ import annotations
 
 import html
@@ -42,7 +41,9 @@ def show_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> No
 
 
 def text_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> str:
-    """A fixed-width text table, for command-line output."""
+    """A fixed-width text table (tabulate's "simple" format: heading, rule, rows), for printed output."""
+    from tabulate import tabulate
+
     if not rows:
         return "(no rows)"
     columns = list(columns or dict.fromkeys(key for row in rows for key in row))
@@ -54,9 +55,5 @@ def text_table(rows: Sequence[dict], columns: Sequence[str] | None = None) -> st
             return f"{value:.3g}"
         return "" if value is None else str(value)
 
-    cells = [[text(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(str(c)), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(columns, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
-    return "\n".join(lines)
+    return tabulate([[text(row.get(c)) for c in columns] for row in rows], headers=[str(c) for c in columns],
+                    tablefmt="simple", disable_numparse=True)

@@ -34,6 +34,10 @@ pass. Definitions:
   passes after the one that read the prompt (`per_model_metrics`).
 * **verification cost** = time of one main-model pass over K + 1 tokens / time
   of one main-model pass over 1 token (1.0 is what Leviathan's formula assumes).
+* **speed-up** (of a task) = total plain time / total speculative time over the task's prompts, one sample per
+  repeat of an interleaved run (`speedup_per_repeat`), shown as the median and the [min-max] range of those samples.
+* **verdict** (`verdict`), the one rule of the course: "faster" when every repeat's speed-up is > 1, "slower" when
+  every repeat's is < 1, otherwise "no clear difference".
 * **lossless** (a summary row of several prompts): its speed-up was measured on
   every prompt (same token count as plain) and every output equalled plain,
   token for token; `fastest_lossless` picks among such rows.
@@ -109,6 +113,46 @@ def cost_ratio(draft_step: float, main_step: float) -> float:
     if main_step <= 0 or draft_step < 0:
         raise ValueError(f"Step times must be >= 0 and the main step > 0, got draft {draft_step}, main {main_step}.")
     return draft_step / main_step
+
+
+def speedup_per_repeat(plain_seconds: Sequence[Sequence[float]], speculative_seconds: Sequence[Sequence[float]]
+                       ) -> list[float]:
+    """The speed-up of a task, one sample per repeat: total plain time / total speculative time over its prompts.
+
+    Both arguments hold, per prompt, the wall time of each repeat (repeat i of both ran side by side); repeats
+    missing for some prompt are left out.
+    """
+    if len(plain_seconds) != len(speculative_seconds):
+        raise ValueError(f"Need the same prompts on both sides, got {len(plain_seconds)} and {len(speculative_seconds)}.")
+    repeats = min((len(times) for times in (*plain_seconds, *speculative_seconds)), default=0)
+    return [sum(times[i] for times in plain_seconds) / sum(times[i] for times in speculative_seconds)
+            for i in range(repeats)]
+
+
+FASTER, SLOWER, NO_CLEAR_DIFFERENCE = "faster", "slower", "no clear difference"
+
+
+def verdict(repeat_speedups: Sequence[float | None]) -> str:
+    """The one verdict rule: "faster" when every repeat's speed-up is > 1, "slower" when every one is < 1,
+    otherwise (or without repeats) "no clear difference"."""
+    samples = [sample for sample in repeat_speedups if sample is not None]
+    if samples and min(samples) > 1.0:
+        return FASTER
+    if samples and max(samples) < 1.0:
+        return SLOWER
+    return NO_CLEAR_DIFFERENCE
+
+
+def speedup_text(repeat_speedups: Sequence[float]) -> str:
+    """"1.21x [1.05x-1.30x]": the median speed-up over repeats and their range (one repeat: no range)."""
+    import statistics
+
+    if not repeat_speedups:
+        return "-"
+    median = statistics.median(repeat_speedups)
+    if len(repeat_speedups) < 2:
+        return f"{median:.2f}x"
+    return f"{median:.2f}x [{min(repeat_speedups):.2f}x-{max(repeat_speedups):.2f}x]"
 
 
 def per_model_metrics(metrics: Any) -> dict:

@@ -11,26 +11,10 @@ The API, in the order a notebook uses it::
         [(plain, DecodingSettings("plain", max_new_tokens=64)), (spec, settings)], prompts)
     compared = compare_with_plain(records)                               # speed-up + identical_to_plain
 
-Fair comparison (the rules this module enforces)
-------------------------------------------------
-* **Same backend.** OpenVINO GenAI runs speculative and prompt-lookup decoding on
-  its continuous-batching (paged-attention) backend. `load_pipeline` therefore
-  builds *plain* pipelines on that backend too, by passing the same
-  `scheduler_config` (``backend="continuous_batching"``, the default). The
-  stateful backend, which `LLMPipeline(main, device)` picks without a scheduler
-  config, is available for plain decoding with ``backend="stateful"``; its speed
-  differs, so never divide across backends.
-* **Same precision.** ``precision="f32"`` sets ``INFERENCE_PRECISION_HINT=f32`` on
-  the main *and* the draft model and makes the main model exact (no dynamic
-  quantisation, an f32 KV cache: `utils.decoding.pipelines.main_model_properties`);
-  ``"default"`` (or None) leaves the device's choice (bf16 on CPUs with
-  AMX/AVX512-BF16). Only then is speculative greedy output expected to equal
-  plain greedy output token for token.
-* **Same number of tokens.** `compare_with_plain` reports a speed-up only when
-  both runs generated the same number of tokens, and says why otherwise.
-* **Warm-up, repeats, medians, interleaved.** `measure_side_by_side` runs
-  untimed warm-ups, then alternates the pipelines prompt by prompt on every
-  repeat (so a noisy neighbour slows all of them alike) and keeps medians.
+A fair comparison: the same backend (plain pipelines run on the continuous-batching backend too), the same
+precision ("f32" also makes the main model exact), the same number of tokens (`compare_with_plain` gives a speed-up
+only then), and warm-up, interleaved repeats and medians (`measure_side_by_side`, through
+`utils.decoding.measurement.interleaved_runs`).
 
 Bad input raises a ValueError that says what to do, before any model is
 loaded: `SpeculationSetupError` for settings (see `DecodingSettings`), and
@@ -49,6 +33,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from utils.decoding import decoding_metrics
+from utils.decoding.measurement import TimedRun, interleaved_runs
 from utils.decoding.pipelines import (
     DEFAULT_MAX_NGRAM_SIZE,
     DEFAULT_NUM_ASSISTANT_TOKENS,
@@ -399,29 +384,18 @@ def measure_runners(
     if not prompts:
         raise SpeculationSetupError("No prompts to measure.")
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
-    from tqdm.auto import tqdm
 
-    bar = tqdm(total=len(runners) * (warmup + repeats * len(prompt_list)), desc="measuring", unit="run",
-               disable=not show_progress or progress is not None)
-    for runner in runners:
-        for _ in range(warmup):
-            bar.set_postfix_str("warm-up")
-            runner(prompt_list[0])
-            bar.update()
-    runs: dict[tuple[int, int], list[GenerationRecord]] = {}
-    for repeat in range(repeats):
-        for prompt_index, prompt in enumerate(prompt_list):
-            for runner_index, runner in enumerate(runners):
-                record = runner(prompt)
-                if progress:
-                    progress(f"repeat {repeat + 1}/{repeats}: {record.mode} {record.setting} on {prompt.id}: "
-                             f"{record.generated_tokens} tokens in {record.wall_seconds:.2f} s")
-                bar.set_postfix_str(f"repeat {repeat + 1}/{repeats}, {record.mode} {record.setting}")
-                bar.update()
-                runs.setdefault((runner_index, prompt_index), []).append(record)
-    bar.close()
-    return [median_of_runs(runs[(runner_index, prompt_index)])
-            for runner_index in range(len(runners)) for prompt_index in range(len(prompt_list))]
+    def report(repeat: int, prompt_index: int, _runner_index: int, run: TimedRun) -> None:
+        record = run.result
+        assert progress is not None, "only called with a progress callback"
+        progress(f"repeat {repeat + 1}/{repeats}: {record.mode} {record.setting} on {prompt_list[prompt_index].id}: "
+                 f"{record.generated_tokens} tokens in {record.wall_seconds:.2f} s")
+
+    measured = interleaved_runs(runners, prompt_list, warmup=warmup, repeats=repeats,
+                                on_run=report if progress else None,
+                                show_progress=show_progress and progress is None)
+    return [median_of_runs([run.result for run in runner_runs.runs])
+            for per_runner in measured for runner_runs in per_runner]
 
 
 def measure_side_by_side(

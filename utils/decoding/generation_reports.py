@@ -18,10 +18,14 @@ from utils.text_compare import first_divergence
 def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
     """One row per (mode, setting): totals over prompts and the speed-up over comparable prompts only.
 
-    The speed-up is total plain time / total time over the prompts whose token
-    counts matched plain (None if there are none). acceptance_rate and
-    tokens_per_pass pool all prompts (`utils.decoding.decoding_metrics`). Needs compared records.
+    The speed-up is the median over repeats of total plain time / total time over the prompts whose token counts
+    matched plain (`repeat_speedups`; without repeat times, the totals of the median runs; None if no prompt
+    matched). acceptance_rate and tokens_per_pass pool all prompts (`utils.decoding.decoding_metrics`). Needs
+    compared records.
     """
+    import statistics
+
+    plain = [record for record in records if record.mode == "plain"]
     groups: dict[tuple[str, str, str], list[GenerationRecord]] = {}
     for record in records:
         groups.setdefault((record.stack, record.mode, record.setting), []).append(record)
@@ -31,6 +35,7 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
         plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in group
                          if record.speedup_vs_plain is not None)
         this_time = sum(record.wall_seconds for record in comparable)
+        samples = repeat_speedups(plain, group)
         counted = [(record.accepted_tokens, record.draft_tokens) for record in group  # GenAI's counters, when sane
                    if record.accepted_tokens is not None and record.draft_tokens is not None
                    and 0 <= record.accepted_tokens <= record.draft_tokens]
@@ -45,7 +50,8 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
             "wall_seconds": sum(record.wall_seconds for record in group),
             "tokens_per_second": tokens / sum(record.wall_seconds for record in group),
             "comparable_prompts": len(comparable),
-            "speedup_vs_plain": plain_time / this_time if comparable and this_time > 0 else None,
+            "speedup_vs_plain": (statistics.median(samples) if samples else plain_time / this_time)
+            if comparable and this_time > 0 else None,
             "identical_prompts": sum(bool(record.identical_to_plain) for record in group),
             "acceptance_rate": decoding_metrics.acceptance_rate(
                 sum(accepted for accepted, _ in counted), sum(drafted for _, drafted in counted))
@@ -56,59 +62,41 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
 
 
 def format_table(records: Sequence[GenerationRecord]) -> str:
-    """A fixed-width text table of records: mode, setting, task, prompt, time, tokens, tokens/s, speed-up, ...
+    """Records as a text table (`utils.tables.text_table`): mode, setting, task, prompt, time, tokens, speed-up, ...
 
     Records from more than one stack (OpenVINO GenAI and transformers) get a leading "stack" column.
     """
+    from utils.tables import text_table
+
     with_stack = len({record.stack for record in records}) > 1
-    header = (("stack",) if with_stack else ()) + (
-        "mode", "setting", "task", "prompt", "seconds", "tokens", "tokens/s", "speed-up", "acceptance rate", "tokens per main pass", "identical")
-    rows = [header]
-    for record in records:
-        rows.append((record.stack,) * with_stack + (
-            record.mode,
-            record.setting,
-            record.task,
-            record.prompt_id,
-            f"{record.wall_seconds:.3f}",
-            str(record.generated_tokens),
-            f"{record.tokens_per_second:.1f}",
-            f"{record.speedup_vs_plain:.2f}x" if record.speedup_vs_plain is not None else "-",
-            f"{record.acceptance_rate:.2f}" if record.acceptance_rate is not None else "-",
-            f"{record.tokens_per_pass:.2f}" if record.tokens_per_pass is not None else "-",
-            "-" if record.identical_to_plain is None else ("yes" if record.identical_to_plain else
-                                                           f"no (@{record.first_difference})"),
-        ))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+
+    def number(value: float | None, pattern: str) -> str:
+        return "-" if value is None else pattern.format(value)
+
+    return text_table([{
+        **({"stack": record.stack} if with_stack else {}),
+        "mode": record.mode, "setting": record.setting, "task": record.task, "prompt": record.prompt_id,
+        "seconds": f"{record.wall_seconds:.3f}", "tokens": str(record.generated_tokens),
+        "tokens/s": f"{record.tokens_per_second:.1f}", "speed-up": number(record.speedup_vs_plain, "{:.2f}x"),
+        "acceptance rate": number(record.acceptance_rate, "{:.2f}"),
+        "tokens per main pass": number(record.tokens_per_pass, "{:.2f}"),
+        "identical": "-" if record.identical_to_plain is None else (
+            "yes" if record.identical_to_plain else f"no (@{record.first_difference})"),
+    } for record in records])
 
 
 def repeat_speedups(plain: Sequence[GenerationRecord], candidates: Sequence[GenerationRecord]) -> list[float]:
-    """The speed-up of a group of candidate runs over plain decoding: one sample per repeat of an interleaved run.
+    """The speed-up of a group of candidate runs over plain decoding, one sample per repeat
+    (`decoding_metrics.speedup_per_repeat` of the group's prompts).
 
-    Repeat i's sample is total plain time / total candidate time over the group's prompts in repeat i (the runs are
-    interleaved, so repeat i of both ran side by side). A candidate counts only where plain ran the same prompt on
-    the same stack and the token counts matched (`speedup_vs_plain` set, as in `compare_with_plain`). Empty
-    without repeat times.
+    A candidate counts only where plain ran the same prompt on the same stack and the token counts matched
+    (`speedup_vs_plain` set, as in `compare_with_plain`). Empty without repeat times.
     """
     by_prompt = {(record.stack, record.prompt_id): record for record in plain}
     pairs = [(by_prompt[(record.stack, record.prompt_id)], record) for record in candidates
              if record.speedup_vs_plain is not None and (record.stack, record.prompt_id) in by_prompt]
-    repeats = min((len(run.wall_seconds_all) for pair in pairs for run in pair), default=0)
-    return [sum(base.wall_seconds_all[i] for base, _ in pairs) / sum(other.wall_seconds_all[i] for _, other in pairs)
-            for i in range(repeats)]
-
-
-def repeats_direction(slowest: float, fastest: float) -> str:
-    """"faster" if every repeat beat plain decoding, "slower" if every repeat lost to it, "unclear" if the repeats
-    fall on both sides of 1.00x (however far the median is from it)."""
-    if slowest > 1.0:
-        return "faster"
-    if fastest < 1.0:
-        return "slower"
-    return "unclear"
+    return decoding_metrics.speedup_per_repeat([base.wall_seconds_all for base, _ in pairs],
+                                               [other.wall_seconds_all for _, other in pairs])
 
 
 def speedup_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
@@ -140,106 +128,83 @@ def speedup_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
 
 
 def speedup_verdict(rows: Sequence[dict]) -> str:
-    """One sentence per setting from `speedup_by_task` rows: where it was faster or slower than plain in every
-    repeat, and where the repeats disagree (`repeats_direction`)."""
+    """One sentence per setting from `speedup_by_task` rows: the verdict of each task (`decoding_metrics.verdict`:
+    faster or slower than plain in every repeat, otherwise no clear difference), with its median and range."""
     sentences = []
     for setting in dict.fromkeys(row["setting"] for row in rows):
-        by_direction: dict[str, list[str]] = {"faster": [], "slower": [], "unclear": []}
+        by_verdict: dict[str, list[str]] = {}
         for row in (row for row in rows if row["setting"] == setting and row["speed-up (median)"] is not None):
-            text = f"{row['task']} {row['speed-up (median)']:.2f}x ({row['slowest repeat']:.2f}x-{row['fastest repeat']:.2f}x)"
-            by_direction[repeats_direction(row["slowest repeat"], row["fastest repeat"])].append(text)
-        faster, slower, unclear = by_direction["faster"], by_direction["slower"], by_direction["unclear"]
-        parts = [f"faster than plain in every repeat on {', '.join(faster)}" if faster else "",
-                 f"slower in every repeat on {', '.join(slower)}" if slower else "",
-                 f"no clear verdict (the repeats straddle 1.00x) on {', '.join(unclear)}" if unclear else ""]
-        sentences.append(f"{setting}: " + "; ".join(part for part in parts if part) + ".")
+            spread = [row["slowest repeat"], row["fastest repeat"]]
+            text = f"{row['task']} {row['speed-up (median)']:.2f}x [{spread[0]:.2f}x-{spread[1]:.2f}x]"
+            by_verdict.setdefault(decoding_metrics.verdict(spread), []).append(text)
+        parts = [f"{word} than plain in every repeat on {', '.join(by_verdict[word])}"
+                 for word in (decoding_metrics.FASTER, decoding_metrics.SLOWER) if word in by_verdict]
+        if decoding_metrics.NO_CLEAR_DIFFERENCE in by_verdict:
+            parts.append(f"no clear difference (the repeats straddle 1.00x) on "
+                         f"{', '.join(by_verdict[decoding_metrics.NO_CLEAR_DIFFERENCE])}")
+        sentences.append(f"{setting}: " + "; ".join(parts) + ".")
     return "In this run, " + " ".join(sentences)
 
 
+def _plain_step_ms(records: Sequence[GenerationRecord]) -> dict[str, float]:
+    """Per prompt, the OpenVINO GenAI plain run's time per output token: one plain main step of the same run."""
+    return {record.prompt_id: record.tpot_ms for record in records
+            if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
+
+
 def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
-    """Per speculative record: passes, acceptance, per-pass costs of draft and main, and Leviathan's prediction.
+    """Per speculative record: passes, acceptance, the three step times, c, V(K) and both predictions.
 
-    cost ratio c = draft time per pass / main time per verification pass (from GenAI's
-    per-model inference durations of this run, the prefill left out:
-    `utils.decoding.decoding_metrics.verification_pass_ms`, `draft_step_ms`, `cost_ratio`).
-    With a fixed K, the per-token acceptance `a` that explains the measured
-    tokens per main pass is recovered, and `predicted_speedup(a, K, c)` is shown
-    next to the measured speed-up; the formula assumes a verification pass
-    costs as much as a plain step.
+    The plain step is the plain run's time per token on the same prompt (`tpot_ms`; the plain record must be among
+    `records`, as `compare_with_plain` leaves it); the draft step and the verification pass are the speculative
+    run's per-pass means, prefill left out (`decoding_metrics.draft_step_ms`, `verification_pass_ms`).
+    c = draft step / plain step (`decoding_metrics.cost_ratio`), "verify / plain" = V(K)
+    (`decoding_metrics.verification_cost`). With a fixed K, the per-token acceptance a that explains the tokens
+    per main pass gives "predicted (Leviathan)" (`predicted_speedup(a, K, c)`, a verification pass priced at one
+    plain step) and "predicted (step times)" (`predicted_speedup_with_step_times`, V(K) charged).
     """
-    from utils.decoding.speedup_model import predicted_speedup
+    from utils.decoding.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
+    plain_ms = _plain_step_ms(records)
     rows = []
     for record in records:
         if record.main_model_metrics is None or record.draft_model_metrics is None or not record.main_passes:
             continue
-        main_ms = decoding_metrics.verification_pass_ms(record.main_model_metrics)
+        verify_ms = decoding_metrics.verification_pass_ms(record.main_model_metrics)
         draft_ms = decoding_metrics.draft_step_ms(record.draft_model_metrics)
-        if main_ms is None or draft_ms is None:
+        plain_step = plain_ms.get(record.prompt_id)
+        if verify_ms is None or draft_ms is None:
             continue
-        cost_ratio = decoding_metrics.cost_ratio(draft_ms, main_ms) if main_ms > 0 else None
+        cost_ratio = decoding_metrics.cost_ratio(draft_ms, plain_step) if plain_step else None
         k = record.num_assistant_tokens
-        predicted = per_token_acceptance = None
-        if k and cost_ratio is not None and record.tokens_per_pass is not None:
-            per_token_acceptance = decoding_metrics.per_token_acceptance(record.tokens_per_pass, k)
-            predicted = predicted_speedup(per_token_acceptance, k, cost_ratio)
+        acceptance = leviathan = with_step_times = None
+        if k and record.tokens_per_pass is not None:
+            acceptance = decoding_metrics.per_token_acceptance(record.tokens_per_pass, k)
+            if cost_ratio is not None and plain_step and verify_ms > 0:
+                leviathan = predicted_speedup(acceptance, k, cost_ratio)
+                with_step_times = predicted_speedup_with_step_times(acceptance, k, draft_ms, plain_step, verify_ms)
         rows.append({
-            "prompt": record.prompt_id,
-            "setting": record.setting,
-            "tokens": record.generated_tokens,
-            "main passes": record.main_passes,
-            "draft passes": record.draft_model_metrics["passes"],
-            "drafted": record.draft_tokens,
-            "accepted": record.accepted_tokens,
+            "prompt": record.prompt_id, "setting": record.setting, "tokens": record.generated_tokens,
+            "main passes": record.main_passes, "draft passes": record.draft_model_metrics["passes"],
+            "drafted": record.draft_tokens, "accepted": record.accepted_tokens,
             "acceptance rate": record.acceptance_rate,
-            "main ms/pass": main_ms,
-            "draft ms/pass": draft_ms,
+            "plain ms/token": plain_step, "main ms/pass": verify_ms, "draft ms/pass": draft_ms,
             "cost ratio c": cost_ratio,
-            "per-token acceptance a": per_token_acceptance,
-            "predicted speed-up": predicted,
+            "verify / plain": decoding_metrics.verification_cost(verify_ms, plain_step) if plain_step else None,
+            "per-token acceptance a": acceptance,
+            "predicted (Leviathan)": leviathan, "predicted (step times)": with_step_times,
             "measured speed-up": record.speedup_vs_plain,
         })
     return rows
 
 
-def _plain_step_ms(records: Sequence[GenerationRecord]) -> dict[str, float]:
-    """Per prompt, the OpenVINO GenAI plain run's time per output token (the formula's plain step)."""
-    return {record.prompt_id: record.tpot_ms for record in records
-            if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
-
-
 def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
-    """Per speculative record: why the measured speed-up differs from Leviathan's prediction.
-
-    The formula takes one main pass (K+1 tokens) to cost one plain step. Here the plain step is the plain run's
-    time per token on the same prompt (`tpot_ms`), the main pass and the draft step are the speculative run's
-    per-pass means (the prefill left out, as in `speculation_breakdown`). "predicted (step times)" puts the three
-    measured times into `predicted_speedup_with_step_times`; "verify / plain" is
-    `decoding_metrics.verification_cost` (1.0 = the wider pass is free).
-    """
-    from utils.decoding.speedup_model import predicted_speedup_with_step_times
-
-    plain_ms = _plain_step_ms(records)
-    rows = []
-    for record in records:
-        breakdown = speculation_breakdown([record])  # empty unless the record carries both models' metrics
-        plain_step = plain_ms.get(record.prompt_id)
-        # "per-token acceptance a" is only filled in for records with a fixed K: the last test changes nothing
-        if (not breakdown or plain_step is None or breakdown[0]["per-token acceptance a"] is None
-                or not record.num_assistant_tokens):
-            continue
-        row, k = breakdown[0], record.num_assistant_tokens
-        acceptance = row["per-token acceptance a"]
-        rows.append({
-            "prompt": row["prompt"], "setting": row["setting"], "plain ms/token": plain_step,
-            "main ms/pass": row["main ms/pass"], "verify / plain": decoding_metrics.verification_cost(
-                row["main ms/pass"], plain_step),
-            "predicted (Leviathan)": row["predicted speed-up"],
-            "predicted (step times)": predicted_speedup_with_step_times(
-                acceptance, k, row["draft ms/pass"], plain_step, row["main ms/pass"]),
-            "measured speed-up": row["measured speed-up"],
-        })
-    return rows
+    """`speculation_breakdown`'s columns that say why the measurement leaves Leviathan's formula: the plain step,
+    the verification pass, V(K), both predictions and the measured speed-up (fixed-K records with a plain step)."""
+    columns = ("prompt", "setting", "plain ms/token", "main ms/pass", "verify / plain", "predicted (Leviathan)",
+               "predicted (step times)", "measured speed-up")
+    return [{column: row[column] for column in columns} for row in speculation_breakdown(records)
+            if row["predicted (step times)"] is not None]
 
 
 def first_divergent_pair(records: Sequence[GenerationRecord]) -> tuple[GenerationRecord, GenerationRecord] | None:
@@ -270,31 +235,57 @@ def describe_divergence(plain: GenerationRecord, other: GenerationRecord, tokeni
             f"  {other.mode:<12} -> {text(other.token_ids[position:position + context_tokens])!r}")
 
 
+def divergence_margin(main: Any, prompt_ids: Sequence[int], generated_ids: Sequence[int], position: int,
+                      device: str = "CPU") -> float:
+    """How near a tie the exact main model was where two outputs part: its top-1 minus top-2 logit there.
+
+    main: the main model's OpenVINO folder (compiled with the exact f32 properties,
+    `step_timing.compile_stateful_model`) or a model already compiled that way. The model reads the prompt and the
+    first `position` generated tokens in one pass (prompt_ids may be `generation.encode_prompt`'s result); the
+    logits of the next token are ranked. A margin near 0 means
+    a (K+1)-token pass and a one-token step, whose f32 sums round differently, may pick different tokens there.
+    """
+    import numpy as np
+
+    from utils.decoding.step_timing import compile_stateful_model
+
+    compiled = main if hasattr(main, "create_infer_request") else compile_stateful_model(main, device, "f32")
+    if hasattr(prompt_ids, "input_ids"):  # OpenVINO GenAI's TokenizedInputs
+        prompt_ids = prompt_ids.input_ids.data[0].tolist()
+    ids = [int(token) for token in (*prompt_ids, *generated_ids[:position])]
+    request = compiled.create_infer_request()
+    request.infer({"input_ids": np.asarray([ids], dtype=np.int64),
+                   "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
+                   "position_ids": np.arange(len(ids), dtype=np.int64)[None, :],
+                   "beam_idx": np.zeros((1,), dtype=np.int32)})
+    second, first = np.partition(request.get_tensor("logits").data[0, -1].astype(np.float64), -2)[-2:]
+    return float(first - second)
+
+
 def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float = 1.5) -> list[dict]:
     """Per (setting, task) of speculative runs with a fixed K: the measured speed-up beside the formula's.
 
-    The per-record figures of `verification_gap` pooled over a task's prompts: tokens per main pass pooled
+    `speculation_breakdown`'s figures pooled over a task's prompts: tokens per main pass pooled
     (`decoding_metrics.pooled_tokens_per_main_pass`), the acceptance a that explains it, the median draft step,
-    verification pass and plain step, c = draft step / verification pass (as in `speculation_breakdown`),
-    Leviathan's prediction from a and c, the prediction from the three step times, the same with a draft that
-    costs nothing (the ceiling the verification pass leaves, whatever draft is found), the measured speed-up
-    (total plain time / total speculative time over prompts with as many tokens as plain) and its ratio to each
-    prediction (both runs' prefill is in the measurement, not in the predictions), and the draft's budget: its
-    step over a plain step ("draft / plain") beside the dearest draft step that would reach `target_speedup` at
-    this acceptance and verification cost (`speedup_model.draft_step_budget`; None: not even a free draft would).
-    Needs compared
-    records carrying GenAI's per-model metrics; threshold runs (no fixed K) are left out.
+    verification pass and plain step, c = draft step / plain step and V(K) = verify / plain, Leviathan's
+    prediction from a and c, the prediction from the three step times, the same with a draft that costs nothing
+    (the ceiling V(K) leaves, whatever the draft), the measured speed-up (the median over repeats of total plain /
+    total speculative time, `repeat_speedups`; without repeat times, the ratio of the median times' totals) and
+    its ratio to each prediction, and the draft's budget: c ("draft / plain") beside the dearest c that would
+    reach `target_speedup` at this acceptance and V(K) (`speedup_model.draft_step_budget`; None: not even a free
+    draft would). Threshold runs (no fixed K) are left out.
     """
     import statistics
 
     from utils.decoding.speedup_model import draft_step_budget, predicted_speedup, predicted_speedup_with_step_times
 
-    plain_ms = _plain_step_ms(records)
+    rows_by_prompt = {(row["prompt"], row["setting"]): row for row in speculation_breakdown(records)}
+    plain = [record for record in records if record.mode == "plain"]
     groups: dict[tuple[str, str], list[tuple[GenerationRecord, dict]]] = {}
     for record in records:
-        breakdown = speculation_breakdown([record]) if record.num_assistant_tokens else []
-        if breakdown and record.prompt_id in plain_ms and record.mode == "speculative":
-            groups.setdefault((record.setting, record.task), []).append((record, breakdown[0]))
+        row = rows_by_prompt.get((record.prompt_id, record.setting))
+        if record.mode == "speculative" and record.num_assistant_tokens and row and row["cost ratio c"] is not None:
+            groups.setdefault((record.setting, record.task), []).append((record, row))
     rows = []
     for (setting, task), group in groups.items():
         k = group[0][0].num_assistant_tokens
@@ -304,15 +295,15 @@ def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float =
         if tokens_per_pass is None:
             continue
         acceptance = decoding_metrics.per_token_acceptance(tokens_per_pass, k)
-        draft_ms = statistics.median(row["draft ms/pass"] for _, row in group)
-        verify_ms = statistics.median(row["main ms/pass"] for _, row in group)
-        plain_step = statistics.median(plain_ms[record.prompt_id] for record, _ in group)
+        draft_ms, verify_ms, plain_step = (statistics.median(row[column] for _, row in group)
+                                           for column in ("draft ms/pass", "main ms/pass", "plain ms/token"))
+        samples = repeat_speedups(plain, [record for record, _ in group])
         comparable = [record for record, _ in group if record.speedup_vs_plain is not None]
         spec_time = sum(record.wall_seconds for record in comparable)
-        measured = (sum(record.wall_seconds * record.speedup_vs_plain for record, _ in group
-                        if record.speedup_vs_plain is not None) / spec_time
+        plain_time = sum(record.wall_seconds * (record.speedup_vs_plain or 0.0) for record in comparable)
+        measured = (statistics.median(samples) if samples else plain_time / spec_time
                     if comparable and spec_time > 0 else None)
-        cost_ratio = decoding_metrics.cost_ratio(draft_ms, verify_ms)
+        cost_ratio = decoding_metrics.cost_ratio(draft_ms, plain_step)
         leviathan = predicted_speedup(acceptance, k, cost_ratio)
         step_times = predicted_speedup_with_step_times(acceptance, k, draft_ms, plain_step, verify_ms)
         budget = draft_step_budget(acceptance, k, plain_step, verify_ms, target_speedup)
@@ -327,7 +318,7 @@ def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float =
             "predicted, free draft": predicted_speedup_with_step_times(acceptance, k, 0.0, plain_step, verify_ms),
             "measured / Leviathan": measured / leviathan if measured is not None else None,
             "measured / step times": measured / step_times if measured is not None else None,
-            "draft / plain": draft_ms / plain_step,
+            "draft / plain": cost_ratio,
             f"draft / plain for {target_speedup:g}x": None if budget is None else budget / plain_step,
         })
     return rows

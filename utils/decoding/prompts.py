@@ -123,9 +123,14 @@ PROMPTS: tuple[Prompt, ...] = (
         f"average order amount, in the same style. Return only the new function.\n\n{_LONG_PYTHON_MODULE}",
         "long",
     ),
+    Prompt("code-is-prime", "code", "Write a Python function that checks whether a number is prime."),
+    Prompt("code-word-count", "code",
+           "Write a Python function that counts how often each word occurs in a text and returns a dict."),
     # chat
     Prompt("chat-sky", "chat", "Why is the sky blue? Answer in a few sentences."),
     Prompt("chat-sleep", "chat", "Give me three tips for sleeping better."),
+    Prompt("chat-tea", "chat", "What is the difference between green tea and black tea? Answer in a few sentences."),
+    Prompt("chat-exercise", "chat", "Explain in a few sentences why regular exercise is good for the heart."),
     # summarisation
     Prompt("summ-library", "summarisation", f"Summarise the following text in three sentences.\n\n{_ARTICLE}", "long"),
     Prompt("summ-meeting", "summarisation", f"Summarise these meeting notes as a short list of decisions.\n\n{_MEETING_NOTES}"),
@@ -153,6 +158,16 @@ PROMPTS: tuple[Prompt, ...] = (
         "input_grounded",
         f"{_ARTICLE}\n\nCopy, word for word, the sentence of the text above that says what the library offers today.",
         "long",
+    ),
+    Prompt(
+        "ground-people",
+        "input_grounded",
+        f"List every person named in the notes below, each with what they will do.\n\n{_MEETING_NOTES}",
+    ),
+    Prompt(
+        "ground-type-hints",
+        "input_grounded",
+        f"Add type hints to this Python function and return only the code.\n\n{_PYTHON_FUNCTION}",
     ),
 )
 

@@ -13,6 +13,9 @@ utils.decoding.step_timing), which on a CPU grows with k.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 
 def _check(acceptance: float, draft_length: int) -> None:
     if not 0.0 <= acceptance <= 1.0:
@@ -126,3 +129,62 @@ def acceptance_needed(
     if tokens <= 1.0:
         return 0.0
     return acceptance_from_tokens_per_pass(tokens, draft_length)
+
+
+@dataclass(frozen=True)
+class MeasuredStepTimes:
+    """Measured step times: draft one-token step, and main step as a function of tokens processed.
+
+    main_step_ms(n) is the time of one main-model pass over n tokens; plain
+    decoding runs n=1, verifying K proposals runs n=K+1. With a flat
+    main_step_ms this is exactly Leviathan's model with c = draft / main(1).
+    """
+
+    draft_step_ms: float
+    main_step_ms: Callable[[int], float]
+
+    @property
+    def cost_ratio(self) -> float:
+        """Leviathan's c, as `decoding_metrics.cost_ratio` defines it: draft step / the main model's one-token step."""
+        return self.draft_step_ms / self.main_step_ms(1)
+
+    def verify_over_plain_step(self, k: int) -> float:
+        """V(K), as `decoding_metrics.verification_cost` defines it: main pass over K + 1 tokens / one-token step."""
+        return self.main_step_ms(k + 1) / self.main_step_ms(1)
+
+    def predicted_speedup(self, acceptance: float, k: int) -> float:
+        """Expected tokens per pass x plain step time / (K draft steps + one main step over K+1 tokens)."""
+        return predicted_speedup_with_step_times(acceptance, k, self.draft_step_ms, self.main_step_ms(1),
+                                                 self.main_step_ms(k + 1))
+
+
+def theory_rows(k_rows: Sequence[dict], cost_model: MeasuredStepTimes) -> list[dict]:
+    """Measured speed-up per K next to what the theory predicts from that run's own acceptance.
+
+    k_rows: `SweepResult.rows()` of a K sweep (one group). For each K:
+    leviathan uses a_K (the per-token acceptance explaining that K's tokens per
+    pass) and c = draft step / plain main step; with_verification also charges
+    the measured time of verifying K+1 tokens; pooled uses one a for all K
+    (the mean of the a_K), as the formula assumes.
+    """
+    usable = [row for row in k_rows if row.get("per_token_acceptance") is not None and row.get("speedup")]
+    if not usable:
+        return []
+    pooled = sum(row["per_token_acceptance"] for row in usable) / len(usable)
+    rows = []
+    for row in sorted(usable, key=lambda row: row["value"]):
+        k, acceptance = int(row["value"]), row["per_token_acceptance"]
+        leviathan = predicted_speedup_with_step_times(acceptance, k, cost_model.cost_ratio, 1.0, 1.0)
+        with_verification = cost_model.predicted_speedup(acceptance, k)
+        rows.append({
+            "K": k,
+            "measured": row["speedup"],
+            "a_K": acceptance,
+            "leviathan": leviathan,
+            "leviathan_pooled_a": predicted_speedup_with_step_times(pooled, k, cost_model.cost_ratio, 1.0, 1.0),
+            "with_verification_cost": with_verification,
+            "verify_over_plain_step": cost_model.verify_over_plain_step(k),
+            "leviathan_error": leviathan / row["speedup"] - 1.0,
+            "with_verification_error": with_verification / row["speedup"] - 1.0,
+        })
+    return rows

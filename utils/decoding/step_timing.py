@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.decoding.decoding_metrics import verification_cost
+from utils.decoding.measurement import interleaved_runs
 from utils.decoding.pipelines import check_main_folder, main_model_properties
 
 DEFAULT_TOKEN_COUNTS = tuple(range(1, 12))  # K = 0..10 proposals, plus the token they follow
@@ -110,21 +111,17 @@ class StepTimer:
 
 
 def time_interleaved(timers: Sequence[tuple[StepTimer, list[int]]], repeats: int, warmup: int,
-                     progress: Callable[[Iterable], Iterable] | None) -> list[dict[int, list[float]]]:
-    """Samples per timer and token count; every repeat visits all timers and counts (rotated) once."""
-    for _ in range(warmup):
-        for timer, counts in timers:
-            for count in counts:
-                timer.sample_ms(count)
-    samples: list[dict[int, list[float]]] = [{count: [] for count in counts} for _, counts in timers]
-    rounds: Iterable[int] = range(repeats)
-    if progress is not None:
-        rounds = progress(rounds)
-    for repeat in rounds:
-        for (timer, counts), timer_samples in zip(timers, samples, strict=True):
-            shift = repeat % len(counts)
-            for count in counts[shift:] + counts[:shift]:
-                timer_samples[count].append(timer.sample_ms(count))
+                     progress: object | None = None) -> list[dict[int, list[float]]]:
+    """Samples (ms) per timer and token count, through the one measurement loop (`measurement.interleaved_runs`):
+    `warmup` untimed passes of each, then on every repeat each timer at each of its counts once, in turn.
+    progress: anything but None shows a progress bar."""
+    jobs = [(index, timer, count) for index, (timer, counts) in enumerate(timers) for count in counts]
+    runners = [lambda _item, timer=timer, count=count: timer.sample_ms(count) for _, timer, count in jobs]
+    measured = interleaved_runs(runners, [None], warmup=warmup, repeats=repeats, show_progress=progress is not None,
+                                desc="timing steps")
+    samples: list[dict[int, list[float]]] = [{} for _ in timers]
+    for (index, _, count), (per_item,) in zip(jobs, measured, strict=True):
+        samples[index][count] = [run.result for run in per_item.runs]  # the pass's own time, not the prefill's
     return samples
 
 
@@ -152,7 +149,7 @@ def measure_pair_step_times(
     main_precision: str | None = "f32",
     draft_precision: str | None = "f32",
     warmup: int = 2,
-    progress: Callable[[Iterable], Iterable] | None = None,
+    progress: object | None = None,
 ) -> tuple[list[StepTime], StepTime]:
     """Main-model step times for `token_counts` and the draft's one-token step, measured interleaved.
 

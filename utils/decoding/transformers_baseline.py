@@ -1,31 +1,16 @@
-"""The same three decodings with Hugging Face transformers, for a side-by-side with OpenVINO GenAI.
+"""The same three decodings with Hugging Face transformers, for a side-by-side with OpenVINO GenAI (notebook 03).
 
-transformers calls them: plain `model.generate(...)`, assisted generation
-`generate(..., assistant_model=draft)` (speculative decoding) and
-`generate(..., prompt_lookup_num_tokens=K, max_matching_ngram_size=n)`.
-The records are `utils.decoding.generation.GenerationRecord`s with backend
-"transformers", so `compare_with_plain`, `format_table` and the plots work on
-them unchanged (a transformers run is only ever compared with a transformers
-plain run).
+    models = load_transformers_models(main_folder, draft=draft_folder)   # or draft="int8-dynamic" / None
+    records = measure_transformers(models, settings_list, prompts)       # GenerationRecords, backend "transformers"
 
-Which draft? A pair of two models (the Qwen2.5-Coder pair's kept Hugging
-Face copies, `utils.models.coder_pair.hf_copies`) passes the draft's folder:
-``load_transformers_models(main_folder, draft=draft_folder)``; the two
-tokenizers must agree. The offline pair has one Hugging Face folder (fp32),
-so its draft is built from it:
-
-* ``"int8-dynamic"`` (default): a copy with PyTorch dynamic int8 quantisation
-  of every Linear layer, the nearest thing to OpenVINO's int8 self-draft. It is
-  a different model from the main, so acceptance is below 1.
-* ``"same"``: a second copy of the main model drafting for it. Acceptance is 1
-  (greedy) but the draft costs as much as the main, so this shows the overhead
-  of assisted generation, not a speed-up. (A copy, not the same object, so the
-  forward-pass counter sees only the main model.)
-
-What it measures: wall time around `generate`, generated tokens, main-model
-forward passes (counted with a forward hook). transformers does not report
-acceptance, TTFT or TPOT, so those stay None. Precision is f32 (PyTorch CPU
-default), so compare with OpenVINO GenAI runs at ``precision="f32"``.
+Notebook 03 first calls `generate(..., assistant_model=draft)` and `generate(..., prompt_lookup_num_tokens=K)`
+in its own cells; this module repeats them for the tables, as `utils.decoding.generation` does for OpenVINO
+GenAI, so `compare_with_plain` and the reports work unchanged (a transformers run is only compared with a
+transformers plain run). The draft: another Hugging Face folder with the same tokenizer (the Qwen2.5-Coder
+pair's copies, `utils.models.coder_pair.hf_copies`), or, for the offline pair's single folder,
+"int8-dynamic": the main with PyTorch dynamic int8 Linear layers, a different and cheaper model.
+Measured: wall time around `generate`, tokens, main-model passes (a forward hook) and the tokens each step
+delivered (a streamer). Weights compute in f32 (PyTorch's CPU default): compare with OpenVINO at f32.
 """
 from __future__ import annotations
 
@@ -43,7 +28,6 @@ from utils.decoding.prompts import Prompt, as_prompt
 from utils.paths import models_dir
 
 HF_FOLDER_NAME = "smollm2-135m-instruct-hf"
-DRAFT_KINDS = ("int8-dynamic", "same", "none")
 UPPER_BOUND_DRAFT_TOKENS = 20  # transformers' cap when a confidence threshold decides the draft length
 
 
@@ -54,64 +38,52 @@ def default_hf_folder() -> Path:
 
 @dataclass
 class TransformersModels:
-    """A transformers main model, its draft (or None) and tokenizer."""
+    """A transformers main model, its draft (None: plain and prompt lookup only) and the tokenizer."""
 
     main: Any
     draft: Any
     tokenizer: Any
-    folder: Path
-    draft_kind: str
-    load_seconds: float
 
 
-def load_transformers_models(folder: Path | str | None = None, draft: str | Path = "int8-dynamic",
+def load_transformers_models(folder: Path | str | None = None, draft: str | Path | None = "int8-dynamic",
                              threads: int | None = None) -> TransformersModels:
-    """Load the main model (fp32, eval mode) and its draft (see module docstring).
+    """The main model (f32, eval mode) and its draft: a Hugging Face folder, "int8-dynamic" or None.
 
-    draft: one of DRAFT_KINDS (built from the main's folder), or another
-    Hugging Face folder holding a real draft model with the same tokenizer
-    (loaded in fp32 too).
-    threads: if given, `torch.set_num_threads(threads)` (process-wide). On a
-    small machine that others share, PyTorch with all cores can run ten times
-    slower than with one thread; match the OpenVINO side's `threads` to compare.
+    threads: if given, `torch.set_num_threads(threads)` (process-wide); on a small shared machine PyTorch with
+    all cores can be far slower than with one thread, so match the OpenVINO side's `threads`.
     """
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise SpeculationSetupError(f"threads must be an integer >= 1 or None, got {threads!r}.")
     draft_folder: Path | None = None
     if isinstance(draft, Path) or (isinstance(draft, str) and ("/" in draft or Path(draft).expanduser().is_dir())):
         draft_folder = Path(draft).expanduser()
-    elif draft not in DRAFT_KINDS:
-        raise SpeculationSetupError(f"draft must be one of {DRAFT_KINDS} or a Hugging Face model folder, got '{draft}'.")
+    elif draft not in ("int8-dynamic", None):
+        raise SpeculationSetupError(f"draft must be 'int8-dynamic', None or a Hugging Face model folder, got {draft!r}.")
     folder = Path(folder).expanduser() if folder is not None else default_hf_folder()
     for path, role in ((folder, "main"), (draft_folder, "draft")):
         if path is not None and not (path / "config.json").is_file():
             raise SpeculationSetupError(
-                f"{path} is not a Hugging Face model folder (no config.json) for the {role} model. For the offline "
-                "pair run `python -m utils.models.offline_pair`, for the Qwen2.5-Coder pair `python -m utils.models.coder_pair` "
-                "(or `python3 tutorial.py lab` for both) first.")
+                f"{path} is not a Hugging Face model folder (no config.json) for the {role} model: run the setup "
+                "command (`python3 tutorial.py lab`), which builds the pairs' folders, first.")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if threads is not None:
         torch.set_num_threads(threads)
-    started = time.perf_counter()
     with _quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder)
         if draft_folder is not None:
-            check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_folder), folder, draft_folder)
+            _check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_folder), folder, draft_folder)
         main = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         draft_model = None
         if draft_folder is not None:
             draft_model = AutoModelForCausalLM.from_pretrained(draft_folder, dtype=torch.float32).eval()
-        elif draft == "same":
-            draft_model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         elif draft == "int8-dynamic":
             draft_model = _dynamic_int8_copy(folder)
-    kind = draft_folder.name if draft_folder is not None else str(draft)
-    return TransformersModels(main, draft_model, tokenizer, folder, kind, time.perf_counter() - started)
+    return TransformersModels(main, draft_model, tokenizer)
 
 
-def check_same_vocabulary(main_tokenizer: Any, draft_tokenizer: Any, main_folder: Path, draft_folder: Path) -> None:
+def _check_same_vocabulary(main_tokenizer: Any, draft_tokenizer: Any, main_folder: Path, draft_folder: Path) -> None:
     """Assisted generation passes token ids from draft to main: refuse a draft whose vocabulary differs."""
     if main_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
         raise SpeculationSetupError(
@@ -126,7 +98,7 @@ def _quiet_transformers() -> Iterator[None]:
     """Silence transformers' progress bars and advice (deprecation chatter) for the duration, then restore."""
     from transformers.utils import logging
 
-    verbosity = logging.get_verbosity()
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
     logging.set_verbosity_error()
     logging.disable_progress_bar()
     try:
@@ -135,7 +107,8 @@ def _quiet_transformers() -> Iterator[None]:
             yield
     finally:
         logging.set_verbosity(verbosity)
-        logging.enable_progress_bar()
+        if bars:
+            logging.enable_progress_bar()
 
 
 def _dynamic_int8_copy(folder: Path) -> Any:
@@ -166,7 +139,7 @@ def generate_arguments(models: TransformersModels, settings: DecodingSettings) -
                          top_k=settings.top_k if settings.top_k > 0 else None)
     if settings.mode == "speculative":
         if models.draft is None:
-            raise SpeculationSetupError("These transformers models were loaded with draft='none'; load a draft.")
+            raise SpeculationSetupError("These transformers models were loaded with draft=None; load a draft.")
         arguments["assistant_model"] = models.draft
     elif settings.mode == "prompt_lookup":
         arguments.update(prompt_lookup_num_tokens=settings.num_assistant_tokens,
@@ -200,12 +173,7 @@ def _encode(models: TransformersModels, text: str, apply_chat_template: bool) ->
 
 
 class _StepSizes:
-    """A transformers streamer that records how many new tokens each step of `generate` delivered.
-
-    `generate` hands a streamer the prompt first, then each step's new tokens at once: one for plain
-    decoding, the accepted draft tokens plus the main model's own for assisted and prompt-lookup decoding,
-    as OpenVINO GenAI's streamer sees them.
-    """
+    """A transformers streamer: the prompt first, then each step's new tokens (as OpenVINO GenAI's streamer)."""
 
     def __init__(self) -> None:
         self.sizes: list[int] = []

@@ -1,7 +1,7 @@
 """The formula you can turn (notebook 07): Leviathan's expected speed-up over K, redrawn as sliders for a, K, c move.
 
     points = measured_points(speculation_breakdown(compared))   # this machine's fixed-K measurements
-    explorer = build_formula_explorer(points)                   # sliders + the curve + the break-even line
+    explorer = build_formula_explorer(points, pair=PAIR)        # sliders + the curve + the break-even line
     display(explorer.widget)
 
 The measured points are drawn over the curve, so a learner sees why a cheap-but-poor or a good-but-costly draft
@@ -51,6 +51,7 @@ class FormulaExplorer:
     summary: Any
     widget: Any
     points: list[MeasuredPoint]
+    points_label: str = "measured here"
     max_k: int = 10
     last_curve: list[tuple[int, float]] = field(default_factory=list)
     redraws: int = 0
@@ -68,7 +69,7 @@ class FormulaExplorer:
         axes.axvline(k, color="#d62728", alpha=0.4, label=f"K={k}")
         if self.points:
             axes.scatter([point.k for point in self.points], [point.speedup for point in self.points], color="black",
-                         marker="x", s=60, zorder=3, label="measured here (offline pair)")
+                         marker="x", s=60, zorder=3, label=self.points_label)
         axes.set_xlabel("K, draft tokens per step")
         axes.set_ylabel("expected speed-up")
         axes.set_xticks(ks)
@@ -85,9 +86,12 @@ class FormulaExplorer:
         self.redraws += 1
 
 
-def build_formula_explorer(points: Sequence[MeasuredPoint] = (), *, acceptance: float | None = None,
+def build_formula_explorer(points: Sequence[MeasuredPoint] = (), *, pair: str, acceptance: float | None = None,
                            k: int = 3, cost_ratio: float | None = None, max_k: int = 10) -> FormulaExplorer:
-    """Sliders for a, K, c (defaults: the medians of the measured points) that redraw the speed-up curve."""
+    """Sliders for a, K, c (defaults: the medians of the measured points) that redraw the speed-up curve.
+
+    pair: the pair the points were measured on, named in the legend.
+    """
     import ipywidgets as widgets
 
     points = list(points)
@@ -106,7 +110,8 @@ def build_formula_explorer(points: Sequence[MeasuredPoint] = (), *, acceptance: 
     summary = widgets.HTML()
     widget = widgets.VBox([a_slider, k_slider, c_slider, summary, image])
     explorer = FormulaExplorer(acceptance=a_slider, k=k_slider, cost_ratio=c_slider, image=image, summary=summary,
-                               widget=widget, points=points, max_k=max_k)
+                               widget=widget, points=points,
+                               points_label=f"measured here ({pair} pair)", max_k=max_k)
     for slider in (a_slider, k_slider, c_slider):
         slider.observe(explorer.redraw, names="value")
     explorer.redraw()

@@ -1,28 +1,14 @@
-"""The speculative-decoding playground (notebook 07): widgets to turn K and watch the text stream, coloured by step.
+"""The speculative-decoding playground (notebook 07): turn K, watch the text stream coloured by verification step.
 
-    picker = device_picker()                       # utils.display.device_picker; the playground reads picker.value
+    picker = device_picker()                       # utils.display.device_picker; read at every click
     playground = build_playground(picker)          # widgets, a pipeline cache, the click handlers
     display(playground.widget)                     # and playground.race_widget for the race
-    playground.on_generate_click()                 # what the Generate button calls (runs in a thread)
-    playground.wait()                              # join the generation (notebook cells and tests)
+    playground.on_generate_click(); playground.wait()   # what the Generate button does (in a thread)
 
-The formula you can turn (Leviathan's curve with a, K and c sliders) is `utils.display.formula_explorer`.
-
-Everything lives in the objects these functions return (no module-level state).
-Generation runs in a background thread so the page stays live; the streamer
-callback updates the HTML widgets after each verification step. A click while a
-generation runs is refused with a message (`rejected_clicks` counts them).
-
-Settings outside the widgets' ranges (K_RANGE, THRESHOLD_MAX, MAX_NEW_TOKENS_RANGE,
-the known pairs, modes and precisions) are refused with a one-line `InputError`,
-never clamped: by `build_playground` before any widget is made, and by
-`PlaygroundChoice.settings()` for a choice built in code. At a click, errors (empty
-prompt, impossible settings, a pair not prepared, a prompt too long for the model's
-context) become a one-line message in the widget, never a traceback; the prompt's
-length is checked with the main model's tokenizer alone (`PromptTokens`), before any
-pipeline is loaded. The settings and their checks live in `utils.display.playground_choice`. Pipelines live in a `PipelineCache`: `utils.tuning.pipeline_pool.BoundedPipelines`
-(the course's one bounded cache, at most `keep` pipelines) plus an untimed warm-up; each
-pipeline it frees to make room is named in the message box (`message_history`).
+Generation runs in a background thread, the streamer callback updating the HTML widgets after each main-model
+pass; a click while one runs is refused with a message. Settings out of the widgets' ranges are a one-line
+`InputError` (never clamped), any failure at a click a one-line message, never a traceback; the checks and the
+bounded pipeline cache are `utils.display.playground_choice`'s.
 """
 from __future__ import annotations
 
@@ -35,7 +21,7 @@ from typing import Any
 
 from utils.decoding import decoding_metrics
 from utils.decoding.generation import DecodingSettings, GenerationRecord, run_prompt
-from utils.decoding.pipelines import LoadedPipeline
+from utils.decoding.pipelines import PRECISIONS, LoadedPipeline
 from utils.decoding.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR, StepRecorder, StepSegmenter, segment_html
 from utils.display.playground_choice import (
     DEFAULT_DRAFT_VARIANT,
@@ -43,7 +29,6 @@ from utils.display.playground_choice import (
     K_RANGE,
     MAX_NEW_TOKENS_RANGE,
     MODE_LABELS,
-    PRECISIONS,
     THRESHOLD_MAX,
     THRESHOLD_STEP,
     PipelineCache,
@@ -157,7 +142,7 @@ class LiveText:
 
 
 @dataclass
-class TimedRun:
+class RaceRun:
     """A generation whose steps were stamped with the time they arrived (seconds since generate started)."""
 
     record: GenerationRecord
@@ -165,17 +150,17 @@ class TimedRun:
     step_times: list[float]
 
 
-def timed_run(loaded: LoadedPipeline, prompt: str, settings: DecodingSettings) -> TimedRun:
+def race_run(loaded: LoadedPipeline, prompt: str, settings: DecodingSettings) -> RaceRun:
     """Generate once, recording each step's arrival time; nothing is drawn meanwhile (the timing stays clean)."""
     step_times: list[float] = []
     started = [0.0]
     recorder = StepRecorder(on_step=lambda step: step_times.append(time.perf_counter() - started[0]))
     started[0] = time.perf_counter()
     record = run_prompt(loaded, prompt, settings, streamer=recorder)
-    return TimedRun(record=record, steps=list(recorder.steps), step_times=step_times)
+    return RaceRun(record=record, steps=list(recorder.steps), step_times=step_times)
 
 
-def replay_events(runs: Sequence[TimedRun]) -> list[tuple[float, int, list[int]]]:
+def replay_events(runs: Sequence[RaceRun]) -> list[tuple[float, int, list[int]]]:
     """(time, run index, step) for all runs, merged in time order, to replay them side by side."""
     events = [(moment, index, step) for index, run in enumerate(runs)
               for moment, step in zip(run.step_times, run.steps, strict=False)]
@@ -184,8 +169,8 @@ def replay_events(runs: Sequence[TimedRun]) -> list[tuple[float, int, list[int]]
 
 @dataclass
 class RaceResult:
-    plain: TimedRun
-    speculative: TimedRun
+    plain: RaceRun
+    speculative: RaceRun
     speedup: float | None  # plain wall time / speculative wall time; None when token counts differ
     identical: bool
 
@@ -344,7 +329,7 @@ class Playground:
                            "each other)…", "#555")
         for target in (self.race_plain, self.race_speculative, self.race_result):
             target.value = ""
-        runs = [timed_run(plain_pipeline, prompt, plain_settings), timed_run(speculative_pipeline, prompt, settings)]
+        runs = [race_run(plain_pipeline, prompt, plain_settings), race_run(speculative_pipeline, prompt, settings)]
         self._show_evictions(freed)
         decode = lambda ids: plain_pipeline.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
         views = [LiveText(self.race_plain, decode), LiveText(self.race_speculative, decode)]

@@ -5,7 +5,7 @@
     PromptTokens().check(choice)                   # the prompt against the model's context, before any loading
     loaded = PipelineCache().for_choice(choice)    # loaded and warmed up once, at most `keep` kept
 
-The ranges (K_RANGE, THRESHOLD_MAX, MAX_NEW_TOKENS_RANGE, PRECISIONS) are the
+The ranges (K_RANGE, THRESHOLD_MAX, MAX_NEW_TOKENS_RANGE; precisions: `utils.decoding.pipelines.PRECISIONS`) are the
 sliders' own: `utils.display.playground.build_playground` builds the widgets from them.
 """
 from __future__ import annotations
@@ -31,7 +31,6 @@ K_RANGE = (1, 10)
 THRESHOLD_MAX = 0.95  # thresholds run from 0 (off: fixed K) to this
 THRESHOLD_STEP = 0.05
 MAX_NEW_TOKENS_RANGE = (4, 256)
-PRECISIONS = ("f32", "default")
 
 
 def check_integer_setting(value: Any, name: str, allowed: tuple[int, int], slider: str, example: str) -> int:
@@ -56,7 +55,7 @@ def check_threshold(value: Any) -> float:
     return number
 
 
-def check_pair(pair: Any) -> str:
+def check_playground_pair(pair: Any) -> str:
     if pair not in PAIRS:
         raise InputError(f"pair {pair!r} is not a known model pair: choose one of {', '.join(map(repr, PAIRS))} "
                          "(utils.models.model_catalogue.PAIRS).")
@@ -85,7 +84,7 @@ class PlaygroundChoice:
         modes = list(MODE_LABELS.values())
         if self.mode not in modes:
             raise InputError(f"mode must be one of {', '.join(map(repr, modes))}, got {self.mode!r}: choose one of them.")
-        check_pair(self.pair)
+        check_playground_pair(self.pair)
         check_integer_setting(self.k, "K", K_RANGE, "K", "k=3")
         check_threshold(self.threshold)
         check_integer_setting(self.max_new_tokens, "max_new_tokens", MAX_NEW_TOKENS_RANGE, "New tokens",
@@ -123,7 +122,7 @@ def check_prompt(prompt: str) -> str:
     return check_text(prompt.strip())
 
 
-def load_tokenizer(main_dir: Path) -> Any:
+def load_playground_tokenizer(main_dir: Path) -> Any:
     """The main model's OpenVINO GenAI tokenizer alone (no model compiled): the one `run_prompt` encodes with."""
     import openvino_genai
 
@@ -135,10 +134,10 @@ class PromptTokens:
 
     So a prompt too long for the model's context is refused in about a second, before
     any pipeline is loaded and warmed up. One tokenizer per main folder, kept.
-    load: `load_tokenizer` (tests may pass a counting wrapper).
+    load: `load_playground_tokenizer` (tests may pass a counting wrapper).
     """
 
-    def __init__(self, load: Callable[[Path], Any] = load_tokenizer) -> None:
+    def __init__(self, load: Callable[[Path], Any] = load_playground_tokenizer) -> None:
         self.load = load
         self.tokenizers: dict[Path, Any] = {}
 

@@ -1,12 +1,10 @@
-"""Figures for notebooks 02 and 03: the idea of speculative decoding, and plots of measured records.
+"""Figures of notebooks 02, 03 and 08: the idea of speculative decoding, and plots of measured records.
 
-Every function draws with matplotlib (imported lazily) and returns the Figure.
-The plotting functions take `utils.decoding.generation.GenerationRecord`s, after
-`compare_with_plain`, so they show only speed-ups that the honesty rules allow.
+Every function draws with matplotlib (imported lazily) and returns the Figure. Speed-ups are drawn from
+`utils.decoding.generation_reports.speedup_by_task` rows, so a plot shows the numbers its verdict prints.
 """
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,67 +117,15 @@ def draw_timeline(tokens_per_step: Sequence[int] = (1, 4, 2, 4, 1, 3), num_assis
 
 
 def _groups(records: Sequence[GenerationRecord]) -> list[tuple[str, str, str]]:
-    seen: list[tuple[str, str, str]] = []
-    for record in records:
-        key = (record.backend, record.mode, record.setting)
-        if record.mode != "plain" and key not in seen:
-            seen.append(key)
-    return seen
-
-
-def _tasks(records: Sequence[GenerationRecord]) -> list[str]:
-    tasks: list[str] = []
-    for record in records:
-        if record.task not in tasks:
-            tasks.append(record.task)
-    return tasks
+    """(backend, mode, setting) of every non-plain decoding, in order of appearance."""
+    return list(dict.fromkeys((r.backend, r.mode, r.setting) for r in records if r.mode != "plain"))
 
 
 def _group_label(key: tuple[str, str, str], records: Sequence[GenerationRecord]) -> str:
     backend, mode, setting = key
-    stacks = {record.backend == "transformers" for record in records}
+    stacks = {record.stack for record in records}
     prefix = ("transformers " if backend == "transformers" else "OpenVINO ") if len(stacks) > 1 else ""
     return f"{prefix}{mode.replace('_', ' ')} ({setting})"
-
-
-def plot_speedup_by_task(records: Sequence[GenerationRecord], title: str = "") -> Any:
-    """Grouped bars: median speed-up over plain per task, one bar per (mode, setting).
-
-    Only prompts whose token counts matched plain count; the label under each bar
-    says how many prompts that is and how many outputs were identical to plain.
-    A missing bar means no prompt of that task was comparable.
-    """
-    import matplotlib.pyplot as plt
-
-    groups, tasks = _groups(records), _tasks(records)
-    if not groups:
-        raise ValueError("No speculative or prompt-lookup records to plot (only plain).")
-    figure, ax = plt.subplots(figsize=(max(6, 2.2 * len(tasks)), 4))
-    width = 0.8 / len(groups)
-    for group_index, key in enumerate(groups):
-        for task_index, task in enumerate(tasks):
-            members = [r for r in records if (r.backend, r.mode, r.setting) == key and r.task == task]
-            comparable = [r.speedup_vs_plain for r in members if r.speedup_vs_plain is not None]
-            x = task_index + (group_index - (len(groups) - 1) / 2) * width
-            identical = sum(bool(r.identical_to_plain) for r in members)
-            if comparable:
-                value = statistics.median(comparable)
-                ax.bar(x, value, width * 0.95, color=f"C{group_index}",
-                       label=_group_label(key, records) if task_index == 0 else None)
-                ax.text(x, value, f"{value:.2f}x", ha="center", va="bottom", fontsize=8)
-            ax.text(x, 0.02, f"{len(comparable)}/{len(members)}\n{identical} same", ha="center", va="bottom",
-                    fontsize=7, color="#333")
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    ax.set_ylim(0, max(1.2, ax.get_ylim()[1] * 1.1))
-    ax.set_xticks(range(len(tasks)), [task.replace("_", " ") for task in tasks])
-    ax.set_ylabel("speed-up over plain (median)")
-    ax.set_title(title or "Speed-up over plain by task", fontsize=10)
-    ax.set_xlabel("under each bar: prompts with plain's token count / all prompts, and how many were identical",
-                  fontsize=8)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
-    ax.spines[["top", "right"]].set_visible(False)
-    figure.tight_layout()
-    return figure
 
 
 def plot_speedup_spread(rows: Sequence[dict], title: str = "") -> Any:
@@ -230,7 +176,7 @@ def plot_tokens_per_pass(records: Sequence[GenerationRecord], title: str = "") -
 
     from utils.decoding.decoding_metrics import pooled_tokens_per_main_pass
 
-    groups, tasks = _groups(records), _tasks(records)
+    groups, tasks = _groups(records), list(dict.fromkeys(r.task for r in records))
     figure, ax = plt.subplots(figsize=(max(6, 2.2 * len(tasks)), 3.6))
     width = 0.8 / max(1, len(groups))
     for group_index, key in enumerate(groups):
@@ -275,35 +221,6 @@ def plot_token_agreement(reference: Sequence[int], candidate: Sequence[int], lab
     ax.set_xlabel("generated token position")
     ax.set_xlim(-0.5, max(length, 1) - 0.5)
     ax.spines[["top", "right", "left"]].set_visible(False)
-    figure.tight_layout()
-    return figure
-
-
-def plot_stacks(records: Sequence[GenerationRecord], title: str = "") -> Any:
-    """Tokens per second by mode for each stack (OpenVINO GenAI vs transformers), summed over prompts."""
-    import matplotlib.pyplot as plt
-
-    stacks = ["openvino_genai", "transformers"]
-    modes = [mode for mode in ("plain", "speculative", "prompt_lookup") if any(r.mode == mode for r in records)]
-    figure, ax = plt.subplots(figsize=(7, 3.6))
-    width = 0.38
-    for stack_index, stack in enumerate(stacks):
-        for mode_index, mode in enumerate(modes):
-            members = [r for r in records if r.mode == mode and
-                       (r.backend == "transformers") == (stack == "transformers")]
-            if not members:
-                continue
-            value = sum(r.generated_tokens for r in members) / sum(r.wall_seconds for r in members)
-            x = mode_index + (stack_index - 0.5) * width
-            ax.bar(x, value, width * 0.95, color=f"C{stack_index}",
-                   label=("OpenVINO GenAI" if stack == "openvino_genai" else "transformers") if mode_index == 0
-                   else None)
-            ax.text(x, value, f"{value:.0f}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(modes)), [mode.replace("_", " ") for mode in modes])
-    ax.set_ylabel("tokens per second")
-    ax.set_title(title or "Same model, same prompts, f32: two stacks", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.spines[["top", "right"]].set_visible(False)
     figure.tight_layout()
     return figure
 

@@ -36,11 +36,13 @@ def plot_training(history: Any, axes: Sequence[Any] | None = None) -> Any:
     loss_axis.set_title(f"Training loss ({history.training_seconds / 60:.1f} min, {history.tokens_seen:,} tokens seen)")
     loss_axis.legend()
     loss_axis.grid(alpha=0.3)
-    agreement_axis.plot(history.eval_steps, history.eval_agreement, marker="o", color="tab:green")
+    agreements = [evaluation["agreement"] for evaluation in history.evaluations]
+    agreement_axis.plot([evaluation["step"] for evaluation in history.evaluations], agreements, marker="o",
+                        color="tab:green")
     agreement_axis.set_xlabel("training step")
     agreement_axis.set_ylabel("share of the main's greedy tokens predicted")
     agreement_axis.set_title("Held-out top-1 agreement (estimates acceptance a)")
-    agreement_axis.set_ylim(0, max([0.5] + [value + 0.05 for value in history.eval_agreement]))
+    agreement_axis.set_ylim(0, max([0.5] + [value + 0.05 for value in agreements]))
     agreement_axis.grid(alpha=0.3)
     figure.tight_layout()
     return figure

@@ -20,7 +20,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -137,11 +137,6 @@ def damaged_files(folder: Path) -> list[str]:
     return problems
 
 
-def has_file_records(folder: Path) -> bool:
-    """True if `folder`'s marker lists its files (folders built before that was recorded have none)."""
-    return isinstance((read_marker(folder) or {}).get("files"), dict)
-
-
 def is_up_to_date(folder: Path, recipe: dict) -> bool:
     """True if `folder` is complete, intact (see `damaged_files`) and was built from exactly `recipe`."""
     marker = read_marker(folder)
@@ -240,22 +235,6 @@ def atomic_folder(final: Path, recipe: dict) -> Iterator[Path]:
         except BaseException:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
-
-
-def ensure_built(final: Path, recipe: dict, build: Callable[[], object], force: bool = False) -> bool:
-    """Run `build()` (which writes `final` through `atomic_folder`) unless `final` is up to date; True if it ran.
-
-    Decided under `final`'s build lock, after removing stale temporaries: a
-    second process preparing the same folder waits for the first, then finds the
-    folder up to date and reuses it instead of building it again.
-    """
-    final = Path(final)
-    with build_lock(final):
-        remove_stale_temporaries(final)
-        if not force and is_up_to_date(final, recipe):
-            return False
-        build()
-        return True
 
 
 def folder_size_bytes(folder: Path) -> int:

@@ -106,6 +106,7 @@ SMOLLM2_HF_FOLDER = "smollm2-135m-instruct-hf"
 SMOLLM2_FP16 = _smollm2("fp16")
 SMOLLM2_INT8 = _smollm2("int8")
 SMOLLM2_INT4 = _smollm2("int4", ("--group-size", "64"))
+OFFLINE_EXPORTS: tuple[ModelSpec, ...] = (SMOLLM2_FP16, SMOLLM2_INT8, SMOLLM2_INT4)  # what the setup builds
 
 # Qwen2.5-Coder 1.5B/0.5B Instruct, from PyPI chunk wheels (see utils.models.coder_pair, requirements-coder-pair.txt).
 def _qwen_coder(size: str, parameters: float, variant: str, extra: tuple[str, ...] = ()) -> ModelSpec:

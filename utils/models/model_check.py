@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from utils.models.atomic_folder import damaged_files, live_temporaries, read_marker, stale_temporaries
-from utils.models.gguf_tokenizer import TOKENIZER_TEST_TEXT
 from utils.text_compare import first_divergence
 
 # What OpenVINO GenAI's LLMPipeline reads from a folder.
@@ -15,9 +14,18 @@ REQUIRED_OPENVINO_FILES = (
     "openvino_detokenizer.xml", "openvino_detokenizer.bin",
     "config.json",
 )
+# Text whose token ids two tokenizers must agree on: digits, whitespace runs, non-ASCII, chat markers.
+TOKENIZER_TEST_TEXT = (
+    "Hello world\nfoo. Speculative decoding lets a small draft propose tokens.\n"
+    "def add(a: int, b: int) -> int:\n    return a + b  # sum\n\n"
+    "Digits: 3.14159, 2026-11-29, 1234567890 and 007.\n"
+    "Whitespace runs:    four spaces,\t\ttabs,\n\n\nnewlines.\n"
+    "Non-ASCII: café, naïve, Straße, 日本語, emoji 🚀, Ελληνικά.\n"
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n"
+)
 HOW_TO_GET = ("Prepare it with `python3 tutorial.py lab` (the offline pairs: SmolLM2, and Qwen2.5-Coder unless "
-              "SPECDEC_SKIP_CODER_PAIR=1 is set; `python -m utils.models.coder_pair --drafts int4` builds that pair's other "
-              "draft) or notebook 01 / `python -m utils.models.prefetch` (hub pairs).")
+              "SPECDEC_SKIP_CODER_PAIR=1 is set; `python -m maintainers.coder_pair --drafts int4` builds that pair's other "
+              "draft) or notebook 01 / `python3 tutorial.py prefetch` (hub pairs).")
 
 
 class ModelFolderError(ValueError):

@@ -4,8 +4,8 @@ Every path checks free disk space first (`input_checks.require_free_disk`), fail
 with a clear message when the hub is unreachable or does not answer (every request has
 connect and read timeouts: no hang), gives up on a download that stalls (the Hugging Face
 client's read timeout; for ModelScope `modelscope_download_limits`), and writes atomically
-(see `atomic_folder`). The offline pair is built by `offline_pair`, which this module calls
-(never the other way round).
+(see `atomic_folder`). The offline pairs are built by the setup (`python -m maintainers.offline_pair`), not
+fetched: for them `get_model` only checks that the setup made them.
 """
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ from urllib.parse import urlparse
 from utils.input_checks import InsufficientDiskError, require_free_disk  # noqa: F401 (the error: re-exported)
 from utils.models.atomic_folder import atomic_folder
 from utils.models.model_catalogue import BYTES_PER_WEIGHT, ModelSpec
-from utils.models.model_check import is_complete
-from utils.models.offline_pair import prepare_offline_models
+from utils.models.model_check import HOW_TO_GET, ModelFolderError, is_complete
 from utils.models.optimum_export import export_with_optimum
 
 if TYPE_CHECKING:
@@ -305,7 +304,8 @@ def get_model(spec: ModelSpec, source: str | None = None) -> Path:
     if spec.built_locally:
         if source not in (None, "offline"):
             raise ValueError(f"{spec.folder_name} is built locally from a PyPI package; it has no source '{source}'.")
-        prepare_offline_models()
+        if not is_complete(spec.path):
+            raise ModelFolderError(f"{spec.folder_name} is built by the setup and is not prepared. {HOW_TO_GET}")
         return spec.path
     source = source or spec.sources[0]
     if source not in spec.sources:

@@ -1,24 +1,29 @@
 """IPEX-LLM self-speculation compared: plain vs speculative on the same prompts, and beside OpenVINO GenAI.
 
     runs = compare_plain_and_speculative(model, prompts, sweep_settings([0.4, 0.6]), max_new_tokens=48)
-    rows = summary_rows(runs, cost_ratio=c, precision="bf16")      # the side-by-side format of both backends
-    checked = formula_check(rows + openvino_rows, step_costs(runs) + openvino_costs)   # Leviathan beside them
+    show_table(speedup_rows(runs))                       # per setting: speed-up median [min-max] over repeats, verdict
+    rows = summary_rows(runs, precision="bf16")          # per prompt, the side-by-side format of both backends
+    checked = formula_check(rows + openvino_rows)        # Leviathan's prediction beside the measurement
 
-The model-facing part (load, generate, IPEX-LLM's statistics, step times) is `utils.selfspec.ipex_self_speculation`;
-the OpenVINO GenAI half runs in the main environment (`run_main_python`, `utils.selfspec.ov_self_speculation`), because
-the IPEX-LLM environment has no OpenVINO. Plots: `utils.display.ipex_plots`.
+Timing is `utils.decoding.measurement.interleaved_runs` (warm-up, interleaved repeats, wall and CPU clocks). The
+quantities are the course's: the speed-up of a setting is total plain time / total speculative time over the
+prompts, one sample per repeat; c is one draft step / one plain main step, both from the same interleaved runs
+(`utils.decoding.decoding_metrics.cost_ratio`). The model-facing part is `utils.selfspec.ipex_self_speculation`;
+the OpenVINO GenAI half runs in the main environment (`run_main_python`, `utils.selfspec.ov_self_speculation`),
+because the IPEX-LLM environment has no OpenVINO.
 """
 from __future__ import annotations
 
 import os
 import statistics
 import subprocess
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from utils.decoding import decoding_metrics
+from utils.decoding.measurement import Measured, interleaved_runs, median_run
 from utils.paths import REPO_ROOT
 from utils.selfspec.ipex_self_speculation import (
     GenerationRun,
@@ -32,115 +37,127 @@ from utils.text_compare import first_divergence
 
 @dataclass
 class Comparison:
-    """Plain vs speculative greedy on one prompt with one draft setting (medians over repeats)."""
+    """Plain vs speculative greedy on one prompt with one draft setting: every timed repeat of both."""
 
     prompt_id: str
     setting: dict
     prompt_tokens: int
-    plain_tokens: int
-    speculative_tokens: int
-    plain_seconds: float
-    speculative_seconds: float
-    acceptance_rate: float
-    tokens_per_step: float
-    drafted_per_step: float
-    draft_ms_per_token: float
-    verify_ms_per_step: float
-    first_divergence: int | None
-    plain_cpu_seconds: float = float("nan")
-    speculative_cpu_seconds: float = float("nan")
-    plain_ids: list[int] = field(repr=False, default_factory=list)
-    speculative_ids: list[int] = field(repr=False, default_factory=list)
-    stats: SpeculationStats | None = field(repr=False, default=None)
+    plain: Measured
+    speculative: Measured
 
     @property
-    def speedup(self) -> float:
-        """Per-token speed-up: plain seconds/token over speculative seconds/token (token counts may differ)."""
-        return (self.plain_seconds / self.plain_tokens) / (self.speculative_seconds / self.speculative_tokens)
+    def plain_run(self) -> GenerationRun:
+        return median_run(self.plain.runs).result
 
     @property
-    def speedup_cpu(self) -> float:
-        """The same ratio from this process's CPU time (robust to other programs on a shared machine)."""
-        return (self.plain_cpu_seconds / self.plain_tokens) / (self.speculative_cpu_seconds / self.speculative_tokens)
+    def speculative_run(self) -> GenerationRun:
+        return median_run(self.speculative.runs).result
+
+    @property
+    def stats(self) -> SpeculationStats:
+        stats = self.speculative_run.stats
+        assert stats is not None, "generate_greedy reads IPEX-LLM's statistics on every speculative run"
+        return stats
+
+    @property
+    def plain_ids(self) -> list[int]:
+        return self.plain_run.token_ids
+
+    @property
+    def speculative_ids(self) -> list[int]:
+        return self.speculative_run.token_ids
+
+    @property
+    def first_divergence(self) -> int | None:
+        return first_divergence(self.plain_ids, self.speculative_ids)
+
+    @property
+    def speculative_seconds(self) -> float:
+        return self.speculative.median_wall_seconds
+
+    @property
+    def plain_step_ms(self) -> float:
+        """One plain main step: the plain run's median wall time less the main model's prompt pass (IPEX-LLM's
+        ``first_token_time`` of the speculative run on the same prompt), per remaining token."""
+        tokens = max(1, self.plain_run.generated_tokens - 1)
+        return 1000 * max(0.0, self.plain.median_wall_seconds - self.stats.first_token_seconds) / tokens
+
+    @property
+    def cost_ratio(self) -> float:
+        """c: one INT4 draft step over one plain main step, both from these interleaved runs."""
+        return decoding_metrics.cost_ratio(1000 * self.stats.draft_seconds_per_token, self.plain_step_ms)
+
+    def speedups(self, clock: str = "wall") -> list[float]:
+        """This prompt's speed-up, one sample per repeat (plain time / speculative time of that repeat)."""
+        return _repeat_speedups([self], clock)
 
     def row(self) -> dict:
+        samples = self.speedups()
         return {
             "prompt": self.prompt_id,
             "setting": setting_label(self.setting),
             "prompt tokens": self.prompt_tokens,
-            "tokens plain/spec": f"{self.plain_tokens}/{self.speculative_tokens}",
-            "speed-up": round(self.speedup, 2),
-            "speed-up (CPU time)": round(self.speedup_cpu, 2),
-            "acceptance": round(self.acceptance_rate, 2),
-            "tokens/step": round(self.tokens_per_step, 2),
-            "drafted/step": round(self.drafted_per_step, 2),
+            "tokens plain/spec": f"{self.plain_run.generated_tokens}/{self.speculative_run.generated_tokens}",
+            "speed-up": decoding_metrics.speedup_text(samples),
+            "acceptance": round(self.stats.acceptance_rate, 2),
+            "tokens/step": round(self.stats.mean_tokens_per_step, 2),
+            "drafted/step": round(self.stats.mean_drafted_per_step, 2),
             "first difference": "identical" if self.first_divergence is None else self.first_divergence,
         }
 
 
-def compare_plain_and_speculative(
-    model: Any,
-    prompts: dict[str, Any],
-    settings: Sequence[dict],
-    *,
-    max_new_tokens: int,
-    repeats: int = 3,
-    warm_up_each_setting: bool = True,
-) -> list[Comparison]:
-    """For each prompt and draft setting: plain vs speculative greedy, interleaved, medians of `repeats`.
+def compare_plain_and_speculative(model: Any, prompts: dict[str, Any], settings: Sequence[dict], *,
+                                  max_new_tokens: int, repeats: int = 3, warmup: int = 1) -> list[Comparison]:
+    """For each prompt and draft setting: plain vs speculative greedy, timed by `interleaved_runs`.
 
-    `prompts` maps a prompt id to its input ids. Plain runs are shared by all
-    settings of a prompt. Each prompt gets an untimed plain warm-up, and every
-    (prompt, setting) an untimed speculative one unless `warm_up_each_setting`
-    is False (then only the first setting is warmed up).
+    `prompts` maps a prompt id to its input ids. One plain runner serves every setting; the runners take turns
+    prompt by prompt on every repeat, after `warmup` untimed runs of each on the first prompt.
     """
     if repeats < 1:
         raise SelfSpeculationError(f"repeats must be >= 1, got {repeats}.")
+    ids = list(prompts.values())
     for options in settings:
-        check_generate_inputs(next(iter(prompts.values())), max_new_tokens, options)
-    results = []
-    for prompt_id, ids in prompts.items():
-        generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=False)  # warm-up
-        plain_runs: list[GenerationRun] = []
-        spec_runs: dict[int, list[GenerationRun]] = {index: [] for index in range(len(settings))}
-        for options in settings if warm_up_each_setting else settings[:1]:
-            generate_greedy(model, ids, max_new_tokens=max_new_tokens, **options)  # warm-up
-        for _ in range(repeats):
-            plain_runs.append(generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=False))
-            for index, options in enumerate(settings):
-                spec_runs[index].append(generate_greedy(model, ids, max_new_tokens=max_new_tokens, **options))
-        plain = _median_run(plain_runs)
-        for index, options in enumerate(settings):
-            spec = _median_run(spec_runs[index])
-            stats = spec.stats
-            assert stats is not None, "generate_greedy reads IPEX-LLM's statistics on every speculative run"
-            results.append(Comparison(
-                prompt_id=prompt_id,
-                setting=dict(options),
-                prompt_tokens=int(ids.shape[1]),
-                plain_tokens=plain.generated_tokens,
-                speculative_tokens=spec.generated_tokens,
-                plain_seconds=plain.seconds,
-                speculative_seconds=spec.seconds,
-                acceptance_rate=stats.acceptance_rate,
-                tokens_per_step=stats.mean_tokens_per_step,
-                drafted_per_step=stats.mean_drafted_per_step,
-                draft_ms_per_token=1000 * stats.draft_seconds_per_token,
-                verify_ms_per_step=1000 * stats.verify_seconds_per_step,
-                first_divergence=first_divergence(plain.token_ids, spec.token_ids),
-                plain_cpu_seconds=statistics.median(run.cpu_seconds for run in plain_runs),
-                speculative_cpu_seconds=statistics.median(run.cpu_seconds for run in spec_runs[index]),
-                plain_ids=plain.token_ids,
-                speculative_ids=spec.token_ids,
-                stats=stats,
-            ))
-    return results
+        check_generate_inputs(ids[0], max_new_tokens, options)
+    def runner(options: dict | None) -> Callable[[Any], GenerationRun]:
+        if options is None:
+            return lambda item: generate_greedy(model, item, max_new_tokens=max_new_tokens, speculative=False)
+        return lambda item: generate_greedy(model, item, max_new_tokens=max_new_tokens, **options)
+
+    runners = [runner(None), *(runner(dict(options)) for options in settings)]
+    measured = interleaved_runs(runners, ids, warmup=warmup, repeats=repeats, desc="plain vs self-speculative")
+    return [Comparison(prompt_id, dict(options), int(item.shape[1]), measured[0][index], measured[1 + number][index])
+            for index, (prompt_id, item) in enumerate(prompts.items()) for number, options in enumerate(settings)]
 
 
-def _median_run(runs: Sequence[GenerationRun]) -> GenerationRun:
-    """The run with the median wall time (odd count) or the faster of the middle two."""
-    ordered = sorted(runs, key=lambda run: run.seconds)
-    return ordered[(len(ordered) - 1) // 2]
+def _repeat_speedups(comparisons: Sequence[Comparison], clock: str = "wall") -> list[float]:
+    """Per repeat: total plain time / total speculative time over the comparisons' prompts (wall or CPU clock)."""
+    if clock not in ("wall", "cpu"):
+        raise SelfSpeculationError(f"clock must be 'wall' or 'cpu', got {clock!r}.")
+    seconds = (lambda run: run.wall_seconds) if clock == "wall" else (lambda run: run.cpu_seconds)
+    repeats = min(len(comparison.speculative.runs) for comparison in comparisons)
+    return [sum(seconds(c.plain.runs[i]) for c in comparisons) / sum(seconds(c.speculative.runs[i]) for c in comparisons)
+            for i in range(repeats)]
+
+
+def speedup_summary(label: dict, wall: Sequence[float], cpu: Sequence[float] = ()) -> dict:
+    """One row: the speed-up as median [min-max] over repeats and its verdict (`decoding_metrics.verdict`),
+    then the same from this process's CPU time, labelled as such."""
+    row = {**label, "repeats": len(wall), "speed-up": decoding_metrics.speedup_text(wall),
+           "verdict": decoding_metrics.verdict(wall)}
+    if cpu:
+        row["speed-up, CPU time"] = decoding_metrics.speedup_text(cpu)
+        row["verdict, CPU time"] = decoding_metrics.verdict(cpu)
+    return row
+
+
+def speedup_rows(comparisons: Sequence[Comparison], backend: str = "IPEX-LLM") -> list[dict]:
+    """Per draft setting, over all its prompts: `speedup_summary` of the per-repeat speed-ups (wall and CPU time)."""
+    rows = []
+    for label in dict.fromkeys(setting_label(comparison.setting) for comparison in comparisons):
+        group = [comparison for comparison in comparisons if setting_label(comparison.setting) == label]
+        rows.append(speedup_summary({"backend": backend, "draft": "INT4 copy", "setting": label, "prompts": len(group)},
+                                    _repeat_speedups(group), _repeat_speedups(group, "cpu")))
+    return rows
 
 
 def sweep_settings(thresholds: Sequence[float] = (), max_steps: Sequence[int] = (),
@@ -179,85 +196,58 @@ def divergence_report(decode: Any, reference: Sequence[int], candidate: Sequence
 # --------------------------------------------------------------------------- side-by-side rows and the formula
 
 
-def summary_rows(comparisons: Sequence[Comparison], cost_ratio: float | None, precision: str) -> list[dict]:
-    """Rows in the format `utils.selfspec.ov_self_speculation.summary_rows` uses, for one side-by-side table."""
-    return [{
-        "backend": "IPEX-LLM",
-        "draft": "INT4 copy",
-        "setting": setting_label(comparison.setting),
-        "prompt": comparison.prompt_id,
-        "prompt tokens": comparison.prompt_tokens,
-        "tokens": comparison.speculative_tokens,
-        "speed-up": comparison.speedup,
-        "speed-up (CPU time)": comparison.speedup_cpu,
-        "acceptance": comparison.acceptance_rate,
-        "k": max(1, round(comparison.drafted_per_step)),
-        "tokens/pass": comparison.tokens_per_step,
-        "identical to plain": comparison.first_divergence is None,
-        "first difference": comparison.first_divergence,
-        "cost ratio c": cost_ratio,
-        "precision": precision,
-    } for comparison in comparisons]
+def summary_rows(comparisons: Sequence[Comparison], precision: str) -> list[dict]:
+    """Per prompt, in the format of `utils.selfspec.ov_self_speculation.openvino_summary_rows`.
 
-
-def step_costs(comparisons: Sequence[Comparison]) -> list[dict]:
-    """Inside each speculative run: a verify pass and a draft pass, relative to one plain decode step (wall time).
-
-    The plain step is the plain run's time per generated token (prompt pass
-    included, so slightly high for long prompts). Leviathan's formula assumes
-    1 and c for these two.
+    "k" is the mean number of tokens drafted per verify step (IPEX-LLM's draft length varies; not rounded).
     """
     rows = []
     for comparison in comparisons:
-        plain_ms = 1000 * comparison.plain_seconds / comparison.plain_tokens
+        stats, samples = comparison.stats, comparison.speedups()
         rows.append({
-            "backend": "IPEX-LLM",
-            "draft": "INT4 copy",
-            "prompt": comparison.prompt_id,
-            "verify pass / plain step": decoding_metrics.verification_cost(comparison.verify_ms_per_step, plain_ms),
-            "draft pass / plain step": decoding_metrics.cost_ratio(comparison.draft_ms_per_token, plain_ms),
+            "backend": "IPEX-LLM", "draft": "INT4 copy", "setting": setting_label(comparison.setting),
+            "prompt": comparison.prompt_id, "tokens": comparison.speculative_run.generated_tokens,
+            "speed-up (median)": statistics.median(samples), "speed-up": decoding_metrics.speedup_text(samples),
+            "acceptance": stats.acceptance_rate, "k": stats.mean_drafted_per_step,
+            "tokens/pass": stats.mean_tokens_per_step, "identical to plain": comparison.first_divergence is None,
+            "first difference": comparison.first_divergence, "plain step ms": comparison.plain_step_ms,
+            "cost ratio c": comparison.cost_ratio,
+            "verify pass / plain step": decoding_metrics.verification_cost(1000 * stats.verify_seconds_per_step,
+                                                                           comparison.plain_step_ms),
+            "precision": precision,
         })
     return rows
 
 
-def formula_check(rows: Sequence[dict], costs: Sequence[dict] = ()) -> list[dict]:
-    """Leviathan's predicted speed-up beside the measured ones, for side-by-side rows of either backend.
+def formula_check(rows: Sequence[dict]) -> list[dict]:
+    """Leviathan's predicted speed-up beside the measured one, for side-by-side rows of either backend.
 
-    Each row needs ``k`` (tokens drafted per verify step), ``tokens/pass``
-    (tokens per verification pass) and ``cost ratio c``. The per-token
-    acceptance ``a`` is the one that explains the measured tokens per pass
-    with that k (`utils.decoding.decoding_metrics.per_token_acceptance`).
-    "predicted" assumes a verify pass costs one plain step and a draft pass c;
-    when `costs` (from `step_costs` / `ov_self_speculation.pipeline_step_costs`)
-    has the row's measured pass costs, "predicted (measured passes)" uses those.
+    The per-token acceptance ``a`` is the one that explains the row's tokens per pass with its ``k``
+    (`utils.decoding.decoding_metrics.per_token_acceptance`). "predicted" assumes a verify pass costs one plain
+    step; "predicted (measured passes)" uses the row's measured verify pass.
     """
     from utils.decoding.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
-    by_run = {(cost["backend"], cost["draft"], cost["prompt"]): cost for cost in costs}
     checked = []
     for row in rows:
+        if row["tokens/pass"] is None or row["cost ratio c"] is None:
+            continue
         draft_length, cost_ratio = row["k"], row["cost ratio c"]
         acceptance = decoding_metrics.per_token_acceptance(row["tokens/pass"], draft_length)
-        cost = by_run.get((row["backend"], row["draft"], row["prompt"]))
+        with_passes = predicted_speedup_with_step_times(acceptance, draft_length, cost_ratio, 1.0,
+                                                        row["verify pass / plain step"])
         checked.append({
-            "backend": row["backend"],
-            "draft": row["draft"],
-            "prompt": row["prompt"],
-            "k": draft_length,
-            "tokens/pass": row["tokens/pass"],
-            "a": acceptance,
-            "cost ratio c": cost_ratio,
+            "backend": row["backend"], "draft": row["draft"], "prompt": row["prompt"], "k": draft_length,
+            "tokens/pass": row["tokens/pass"], "a": acceptance, "cost ratio c": cost_ratio,
             "predicted": predicted_speedup(acceptance, draft_length, cost_ratio),
-            "predicted (measured passes)": predicted_speedup_with_step_times(
-                acceptance, draft_length, cost["draft pass / plain step"], 1.0, cost["verify pass / plain step"])
-            if cost else None,
-            "measured (CPU time)": row["speed-up (CPU time)"],
-            "measured (wall)": row["speed-up"],
+            "predicted (measured passes)": with_passes,
+            "measured (median)": row["speed-up (median)"],
+            "formula's error": with_passes / row["speed-up (median)"] - 1,
         })
     return checked
 
 
-# --------------------------------------------------------------------------- results shared with OpenVINO
+# --------------------------------------------------------------------------- the OpenVINO half
 
 
 def check_openvino_half(main_python: Path | str, main_folder: Path | str, draft_folders: dict[str, Path]) -> None:

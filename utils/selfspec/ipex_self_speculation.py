@@ -1,34 +1,23 @@
-"""IPEX-LLM self-speculative decoding: load, generate, read its statistics, time its steps.
+"""IPEX-LLM self-speculative decoding: load, generate, read its statistics, check its weights and memory.
 
-IPEX-LLM (archived by Intel) loads a model twice when ``speculative=True``: the
-main model in the precision you ask for (bf16 on CPU, fp16 on Intel GPUs) and a
-``sym_int4`` copy of the same checkpoint that drafts tokens for it. The draft
-stops proposing when its top probability falls below ``th_stop_draft`` (or after
-``max_step_draft`` tokens); the main model then verifies the proposal in one pass.
+IPEX-LLM (archived by Intel) with ``speculative=True`` loads the main model (bf16 on CPU, fp16 on Intel GPUs) and a
+``sym_int4`` copy of the same checkpoint as ``model.draft_model``; the draft stops proposing when its top
+probability falls below ``th_stop_draft`` (or after ``max_step_draft`` tokens), then the main model verifies. Notebook 04::
 
-The API, in the order notebook 04 uses it::
+    recipe = article_recipe(pick_device())                              # bf16 on CPU, fp16 on XPU
+    tokenizer = load_ipex_tokenizer(view)                               # view: ipex_legacy_view.legacy_model_view
+    run = generate_greedy(model, encode_chat(tokenizer, "Why?"), max_new_tokens=48)   # run.stats from IPEX-LLM
+    plain = generate_greedy(model, ids, max_new_tokens=48, speculative=False)        # same weights, no draft
 
-    view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")  # ipex_legacy_view
-    recipe = article_recipe(pick_device())                       # bf16 on CPU, fp16 on XPU
-    model, tokenizer = load_self_speculative(view, recipe)    # main + INT4 draft
-    ids = encode_chat(tokenizer, "Why is the sky blue?")
-    run = generate_greedy(model, ids, max_new_tokens=48)      # speculative; run.stats from IPEX-LLM
-    plain = generate_greedy(model, ids, max_new_tokens=48, speculative=False)   # same weights, no draft
-
-Only this module's functions that take a model import torch / ipex_llm, and they
-do so inside the function: the module itself imports anywhere (the main venv's
-tests use its pure helpers). `measure_peak_rss` measures a load's peak memory in
-a fresh process (`utils.system.peak_memory`). Plain-vs-speculative comparisons and the side-by-side with OpenVINO
-GenAI are in `utils.selfspec.ipex_comparisons`, the folder translation in `utils.selfspec.ipex_legacy_view`, the step-cost
-model in `utils.selfspec.step_cost_model`, the plots in `utils.display.ipex_plots`.
+Functions that take a model import torch / ipex_llm inside, so the module imports anywhere. Timing is
+`utils.decoding.measurement`'s; comparisons are `utils.selfspec.ipex_comparisons`.
 """
 from __future__ import annotations
 
 import statistics
-import time
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +30,6 @@ ARTICLE_RECIPES: dict[str, dict[str, str]] = {
     "xpu": {"torch_dtype": "float16", "load_in_low_bit": "fp16"},
 }
 DRAFT_OPTIONS = ("th_stop_draft", "max_step_draft", "auto_th_stop_draft", "min_step_draft", "hf_adjust")
-LONG_PROMPT_MIN_TOKENS = 256
 
 
 class SelfSpeculationError(ValueError):
@@ -76,7 +64,7 @@ def set_threads(threads: int) -> int:
     return torch.get_num_threads()
 
 
-def load_tokenizer(view: Path | str) -> Any:
+def load_ipex_tokenizer(view: Path | str) -> Any:
     """The model's tokenizer, checked: eos must end the assistant's turn and no token_type_ids."""
     from transformers import AutoTokenizer
 
@@ -100,7 +88,7 @@ def load_self_speculative(view: Path | str, recipe: dict[str, str], speculative:
     import torch
     from transformers.utils import logging as transformers_logging
 
-    tokenizer = load_tokenizer(view)
+    tokenizer = load_ipex_tokenizer(view)
     transformers_logging.set_verbosity_error()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -121,13 +109,10 @@ def load_self_speculative(view: Path | str, recipe: dict[str, str], speculative:
     return model, tokenizer
 
 
-def encode_chat(tokenizer: Any, user_message: str, min_tokens: int = 0) -> Any:
+def encode_chat(tokenizer: Any, user_message: str) -> Any:
     """Token ids (a 1 x n tensor) of a user message in the chat template, ready for generation."""
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": user_message}],
-                                        add_generation_prompt=True, return_tensors="pt")
-    if ids.shape[1] < min_tokens:
-        raise SelfSpeculationError(f"The prompt has {ids.shape[1]} tokens, fewer than the {min_tokens} required.")
-    return ids
+    return tokenizer.apply_chat_template([{"role": "user", "content": user_message}], add_generation_prompt=True,
+                                         return_tensors="pt")
 
 
 def check_weights(model: Any, tokenizer: Any, max_perplexity: float = 100.0) -> float:
@@ -226,10 +211,8 @@ class SpeculationStats:
 def read_speculation_stats(model: Any) -> SpeculationStats:
     """IPEX-LLM's own counters from the model after a speculative `generate` call.
 
-    IPEX-LLM stores them as attributes: ``n_drafted``, ``n_matched`` (accepted
-    drafts), ``draft_num`` / ``accept_num`` (per verify step; accept_num counts
-    the main model's own token too), ``draft_time`` / ``verify_time`` (lists of
-    seconds), ``first_token_time``, ``n_token_generated``.
+    ``n_drafted``, ``n_matched`` (accepted drafts), per verify step ``draft_num`` / ``accept_num`` (with the main
+    model's own token) and ``draft_time`` / ``verify_time`` (seconds), ``first_token_time``, ``n_token_generated``.
     """
     needed = ("n_drafted", "n_matched", "draft_num", "accept_num", "draft_time", "verify_time",
               "first_token_time", "n_token_generated")
@@ -267,31 +250,18 @@ def draft_disabled(model: Any) -> Iterator[Any]:
             model._modules["draft_model"] = draft
 
 
-CLOCKS = ("wall", "cpu")
-
-
 @dataclass
 class GenerationRun:
-    """One greedy generation: the new tokens, its times and (speculative) IPEX-LLM's statistics.
-
-    seconds: wall-clock time. cpu_seconds: CPU time this process used meanwhile;
-    with one thread it equals the wall time on an idle machine, and unlike the
-    wall time it does not grow while other programs hold the CPU.
-    """
+    """One greedy generation: the new tokens and (speculative) IPEX-LLM's statistics; timed by the caller
+    (`utils.decoding.measurement.timed` / `interleaved_runs`)."""
 
     token_ids: list[int]
-    seconds: float
     speculative: bool
     stats: SpeculationStats | None = None
-    cpu_seconds: float = float("nan")
 
     @property
     def generated_tokens(self) -> int:
         return len(self.token_ids)
-
-    @property
-    def seconds_per_token(self) -> float:
-        return self.seconds / self.generated_tokens if self.token_ids else float("nan")
 
 
 def check_generate_inputs(input_ids: Any, max_new_tokens: Any, draft_options: dict) -> None:
@@ -320,7 +290,7 @@ def check_generate_inputs(input_ids: Any, max_new_tokens: Any, draft_options: di
 
 def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculative: bool = True,
                     **draft_options: Any) -> GenerationRun:
-    """Greedy generation with (or, ``speculative=False``, without) the INT4 draft; timed.
+    """Greedy generation with (or, ``speculative=False``, without) the INT4 draft.
 
     The ids go in by position: ``generate(**tokenizer(...))`` crashes in
     IPEX-LLM's speculative path. `draft_options` are IPEX-LLM's
@@ -333,45 +303,11 @@ def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculat
         raise SelfSpeculationError("This model has no draft: load it with speculative=True.")
     if not speculative and draft_options:
         raise SelfSpeculationError(f"Draft options {sorted(draft_options)} have no effect without speculation.")
-    with torch.inference_mode(), (draft_disabled(model) if not speculative else _nothing()):
-        started, started_cpu = time.perf_counter(), time.process_time()
+    with torch.inference_mode(), (draft_disabled(model) if not speculative else nullcontext()):
         output = model.generate(input_ids, max_new_tokens=max_new_tokens, do_sample=False, **draft_options)
-        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - started_cpu
     new_ids = [int(token) for token in output[0, input_ids.shape[1]:]]
     stats = read_speculation_stats(model) if speculative else None
-    return GenerationRun(token_ids=new_ids, seconds=seconds, speculative=speculative, stats=stats,
-                         cpu_seconds=cpu_seconds)
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield None
-
-
-def decode_step_seconds(model: Any, input_ids: Any, steps: int = 16, repeats: int = 3, clock: str = "wall"
-                        ) -> float:
-    """Median time of one plain decode step: (time for 1 + steps tokens - time for 1 token) / steps.
-
-    Works for the main model (its draft hidden) and for ``model.draft_model``
-    alone, so the two are timed the same way. Generation ignores eos here.
-    clock: "wall", or "cpu" (this process's CPU time; steadier on a shared machine).
-    """
-    import torch
-
-    if clock not in CLOCKS:
-        raise SelfSpeculationError(f"clock must be one of {CLOCKS}, got {clock!r}.")
-    now = time.perf_counter if clock == "wall" else time.process_time
-
-    def timed(tokens: int) -> float:
-        with torch.inference_mode():
-            started = now()
-            model.generate(input_ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
-            return now() - started
-
-    with draft_disabled(model):
-        timed(1 + steps)  # warm-up
-        samples = [(timed(1 + steps) - timed(1)) / steps for _ in range(repeats)]
-    return statistics.median(samples)
+    return GenerationRun(token_ids=new_ids, speculative=speculative, stats=stats)
 
 
 # --------------------------------------------------------------------------- why outputs differ
@@ -389,7 +325,7 @@ def argmax_flips(model: Any, prompt_ids: Any, greedy_ids: Sequence[int], draft_h
 
     generated = torch.tensor([list(greedy_ids)], dtype=prompt_ids.dtype, device=prompt_ids.device)
     sequence = torch.cat([prompt_ids, generated], dim=1)
-    with torch.inference_mode(), (draft_disabled(model) if draft_hidden else _nothing()):
+    with torch.inference_mode(), (draft_disabled(model) if draft_hidden else nullcontext()):
         logits = model(sequence).logits[0].float()
     start = prompt_ids.shape[1] - 1
     flips = []
@@ -402,42 +338,18 @@ def argmax_flips(model: Any, prompt_ids: Any, greedy_ids: Sequence[int], draft_h
     return flips
 
 
-# --------------------------------------------------------------------------- threads
-
-
-def seconds_per_token_by_threads(model: Any, input_ids: Any, thread_counts: Sequence[int], *,
-                                 max_new_tokens: int, repeats: int = 3) -> dict[int, list[float]]:
-    """Plain greedy seconds per token at each torch thread count (all repeats); restores the thread count."""
-    import torch
-
-    original = torch.get_num_threads()
-    timings: dict[int, list[float]] = {threads: [] for threads in thread_counts}
-    try:
-        for threads in thread_counts:
-            set_threads(threads)
-            generate_greedy(model, input_ids, max_new_tokens=max_new_tokens, speculative=False)  # warm-up
-        for _ in range(repeats):
-            for threads in thread_counts:  # interleaved: a busy neighbour slows every count alike
-                set_threads(threads)
-                run = generate_greedy(model, input_ids, max_new_tokens=max_new_tokens, speculative=False)
-                timings[threads].append(run.seconds_per_token)
-    finally:
-        torch.set_num_threads(original)
-    return timings
-
-
 # --------------------------------------------------------------------------- peak memory (fresh process)
 
 
 def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", max_new_tokens: int = 32,
                      threads: int = 1) -> dict:
-    """Peak resident memory of a fresh process that loads the model and generates once (`load_and_generate`).
+    """Peak resident memory of a fresh process that loads the model and generates once (`load_and_generate_once`).
 
     Measured by `utils.system.peak_memory` (VmHWM of the child itself).
     """
     from utils.system.peak_memory import measure_in_fresh_process
 
-    return measure_in_fresh_process("utils.selfspec.ipex_self_speculation:load_and_generate", {
+    return measure_in_fresh_process("utils.selfspec.ipex_self_speculation:load_and_generate_once", {
         "view": str(view), "speculative": speculative, "device": device, "max_new_tokens": max_new_tokens,
         "threads": threads})
 
@@ -453,21 +365,7 @@ def weight_bytes(module: Any, exclude_prefix: str = "draft_model.") -> int:
     return total
 
 
-def streamed_weight_bytes(model: Any) -> int:
-    """Weight bytes one decode step reads: all weights except an input embedding table not shared with lm_head.
-
-    A step looks up one row of the input embedding but multiplies by every
-    other weight matrix, the output projection (lm_head) included.
-    """
-    total = weight_bytes(model)
-    embedding = model.get_input_embeddings().weight
-    output = model.get_output_embeddings()
-    if output is None or output.weight.data_ptr() != embedding.data_ptr():
-        total -= embedding.data.nbytes
-    return total
-
-
-def load_and_generate(view: str, speculative: bool, device: str, max_new_tokens: int, threads: int) -> dict:
+def load_and_generate_once(view: str, speculative: bool, device: str, max_new_tokens: int, threads: int) -> dict:
     """Load the model (with its INT4 draft if `speculative`) and generate once: the work `measure_peak_rss` measures."""
     from utils.system.peak_memory import current_rss_bytes
 

@@ -12,11 +12,10 @@ JSON it writes::
 The prompts file (written by the IPEX-LLM side) lists ``id``, ``task``, ``text``
 and the ``input_ids`` the IPEX-LLM tokenizer produced; this side checks that
 OpenVINO's tokenizer gives the same ids, so both halves decode the same input.
-Each generation goes through `utils.decoding.generation.run_prompt`; runs are warmed up,
-interleaved and summarised by medians, and `utils.decoding.generation.compare_with_plain`
-reports a speed-up only for equal token counts. Every run is timed by wall clock
-and by this process's CPU time, which other programs on a shared machine do
-not inflate. Each model is also timed decoding alone to get the cost ratio c.
+Each generation goes through `utils.decoding.generation.run_prompt`, timed by
+`utils.decoding.measurement.interleaved_runs` (wall clock and this process's CPU
+time); `utils.decoding.generation.compare_with_plain` reports a speed-up only for
+equal token counts. c comes from the same runs (`openvino_summary_rows`).
 
 Only `run` and the CLI import openvino_genai; the rest is plain Python.
 """
@@ -25,8 +24,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import statistics
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,107 +60,59 @@ def read_prompts(path: Path | str) -> list[dict]:
     return prompts
 
 
-def cost_ratios(main_ms_per_token: float, draft_ms_per_token: dict[str, float]) -> dict[str, float]:
-    """c for each draft: its plain time per token over the main model's (`utils.decoding.decoding_metrics.cost_ratio`)."""
-    from utils.decoding.decoding_metrics import cost_ratio
+def openvino_summary_rows(results: dict) -> list[dict]:
+    """One row per (draft, prompt) from this module's JSON, in `ipex_comparisons.summary_rows`' format.
 
-    return {name: cost_ratio(value, main_ms_per_token) for name, value in draft_ms_per_token.items()}
-
-
-def summary_rows(results: dict) -> list[dict]:
-    """One row per (draft, prompt) from this module's JSON, in the notebook's side-by-side format.
-
-    "tokens/pass" is `utils.decoding.decoding_metrics.tokens_per_main_pass` (the prefill pass left out).
+    Speed-up: per repeat, plain wall time / speculative wall time on the prompt (median and range). Steps are
+    relative to one plain main step, the plain run's time per output token on the same prompt (GenAI's TPOT):
+    c = one draft step / that step, and one verify pass / that step (`utils.decoding.decoding_metrics`).
     """
-    from utils.decoding.decoding_metrics import tokens_per_main_pass
+    import statistics
 
+    from utils.decoding import decoding_metrics as metrics
+
+    plain = {record["prompt_id"]: record for record in results["records"] if record["mode"] == "plain"}
     rows = []
     for record in results["records"]:
         if record["mode"] != "speculative":
             continue
-        draft = record["draft"]
+        reference = plain[record["prompt_id"]]
+        samples = [base / other for base, other in zip(reference["wall_seconds_all"], record["wall_seconds_all"], strict=True)]
+        main, draft = record.get("main_model_metrics") or {}, record.get("draft_model_metrics") or {}
+        verify_ms = metrics.verification_pass_ms(main) if main.get("passes", 0) >= 2 else None
+        draft_ms = metrics.draft_step_ms(draft) if draft else None
+        step_ms = reference["tpot_ms"]
         steps = record.get("tokens_per_step")
         rows.append({
-            "backend": "OpenVINO GenAI",
-            "draft": f"{draft} copy",
-            "setting": record["setting"],
-            "prompt": record["prompt_id"],
-            "prompt tokens": record["input_tokens"],
-            "tokens": record["generated_tokens"],
-            "speed-up": record["speedup_vs_plain"],
-            "speed-up (CPU time)": record.get("speedup_cpu"),
-            "acceptance": record["acceptance_rate"],
-            "k": results["settings"]["num_assistant_tokens"],
-            "tokens/pass": tokens_per_main_pass(steps) if steps else None,
-            "identical to plain": record["identical_to_plain"],
-            "first difference": record["first_difference"],
-            "cost ratio c": results["cost_ratio"].get(draft),
+            "backend": "OpenVINO GenAI", "draft": f"{record['draft']} copy", "setting": record["setting"],
+            "prompt": record["prompt_id"], "tokens": record["generated_tokens"],
+            "speed-up (median)": statistics.median(samples), "speed-up": metrics.speedup_text(samples),
+            "acceptance": record["acceptance_rate"], "k": results["settings"]["num_assistant_tokens"],
+            "tokens/pass": metrics.tokens_per_main_pass(steps) if steps else None,
+            "identical to plain": record["identical_to_plain"], "first difference": record["first_difference"],
+            "plain step ms": step_ms,
+            "cost ratio c": metrics.cost_ratio(draft_ms, step_ms) if draft_ms is not None and step_ms else None,
+            "verify pass / plain step": metrics.verification_cost(verify_ms, step_ms) if verify_ms and step_ms else None,
             "precision": record["precision"],
         })
     return rows
 
 
-def pipeline_step_costs(results: dict) -> list[dict]:
-    """Inside each speculative run: a verify pass and a draft pass, relative to one plain decode step.
-
-    From OpenVINO GenAI's per-model metrics of the speculative run (wall times of
-    that run): `decoding_metrics.verification_pass_ms` (the prefill left out) and
-    `decoding_metrics.draft_step_ms`. Both are
-    divided by the plain run's time per output token on the same prompt.
-    Leviathan's formula assumes 1 and c for these two (`utils.decoding.decoding_metrics`).
-    """
-    from utils.decoding.decoding_metrics import cost_ratio, draft_step_ms, verification_cost, verification_pass_ms
-
-    plain = {record["prompt_id"]: record for record in results["records"] if record["mode"] == "plain"}
-    rows = []
-    for record in results["records"]:
-        main, draft = record.get("main_model_metrics"), record.get("draft_model_metrics")
-        reference = plain.get(record["prompt_id"], {}).get("tpot_ms")
-        if record["mode"] != "speculative" or not main or not draft or not reference or main["passes"] < 2:
-            continue
-        verify_ms, draft_ms = verification_pass_ms(main), draft_step_ms(draft)
-        if verify_ms is None or draft_ms is None:  # as in generation_reports.speculation_breakdown
-            continue
-        rows.append({
-            "backend": "OpenVINO GenAI",
-            "draft": f"{record['draft']} copy",
-            "prompt": record["prompt_id"],
-            "verify pass / plain step": verification_cost(verify_ms, reference),
-            "draft pass / plain step": cost_ratio(draft_ms, reference),
-            "c (draft alone)": results["cost_ratio"].get(record["draft"]),
-            "draft passes / verify pass": draft["passes"] / (main["passes"] - 1),
-        })
-    return rows
-
-
-def median_timed_run(runs: Sequence[tuple[Any, float]]) -> tuple[Any, float]:
-    """(record, CPU seconds) pairs of repeated runs -> (`utils.decoding.generation.median_of_runs` of the records, median CPU)."""
-    from utils.decoding.generation import median_of_runs
-
-    if not runs:
-        raise ValueError("No runs to summarise.")
-    return median_of_runs([record for record, _ in runs]), statistics.median(cpu for _, cpu in runs)
-
-
-def cpu_speedup(plain: dict, candidate: dict) -> float | None:
-    """Per-token speed-up from CPU seconds (None if either run generated nothing)."""
-    if not plain["generated_tokens"] or not candidate["generated_tokens"] or not candidate["cpu_seconds"]:
-        return None
-    return (plain["cpu_seconds"] / plain["generated_tokens"]) / (candidate["cpu_seconds"] / candidate["generated_tokens"])
-
-
 def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path], *, max_new_tokens: int,
-        repeats: int, num_assistant_tokens: int, precision: str, threads: int, device: str = "CPU",
-        cost_steps: int = 16) -> dict:
+        repeats: int, num_assistant_tokens: int, precision: str, threads: int, device: str = "CPU") -> dict:
     """Measure plain vs self-speculative decoding for every draft; write and return the results.
 
-    Every (prompt, pipeline) run is timed by wall clock and by this process's CPU
-    time. Runs are interleaved (each repeat goes through every prompt and
-    pipeline) after one warm-up per pipeline. The cost ratio c of each draft is
-    its plain decode step over the main model's, in CPU time.
+    Timed by `utils.decoding.measurement.interleaved_runs` (one warm-up per pipeline, then every repeat goes
+    through every prompt and pipeline; wall and CPU clocks). Per draft, "speedups" holds one sample per repeat:
+    total plain time / total speculative time over the prompts (`generation_reports.repeat_speedups`), by wall
+    clock and, computed the same way, by this process's CPU time.
     """
-    from utils.decoding.generation import DecodingSettings, compare_with_plain, encode_prompt, run_prompt
-    from utils.decoding.pipelines import LoadedPipeline, check_draft_folder, check_main_folder, load_pipeline
+    from dataclasses import replace
+
+    from utils.decoding import generation
+    from utils.decoding.generation_reports import repeat_speedups
+    from utils.decoding.measurement import interleaved_runs
+    from utils.decoding.pipelines import check_draft_folder, check_main_folder, load_pipeline
     from utils.decoding.prompts import LONG_PROMPT_MIN_TOKENS, Prompt
 
     if repeats < 1:
@@ -171,70 +120,46 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     shared = read_prompts(prompts_file)
     main_dir = check_main_folder(main_dir)
     drafts = {name: check_draft_folder(folder, main_dir) for name, folder in drafts.items()}
-
-    def loaded(mode: str, main: Path, draft: Path | None) -> LoadedPipeline:
-        return load_pipeline(mode, main, device, draft_dir=draft, precision=precision,
-                             threads=threads if threads > 0 else None)
-
-    def timed(pipeline: LoadedPipeline, prompt: Prompt, settings: DecodingSettings) -> tuple[Any, float]:
-        started = time.process_time()
-        record = run_prompt(pipeline, prompt, settings)
-        return record, time.process_time() - started
-
     prompts = [Prompt(item["id"], item["task"], item["text"],
                       "long" if len(item["input_ids"]) >= LONG_PROMPT_MIN_TOKENS else "short") for item in shared]
-    plain = loaded("plain", main_dir, None)
-    same_input = {item["id"]: encode_prompt(plain.tokenizer, item["text"]).input_ids.data[0].tolist()
-                  == item["input_ids"] for item in shared}
-    plain_settings = DecodingSettings("plain", max_new_tokens=max_new_tokens)
-    spec_settings = DecodingSettings("speculative", num_assistant_tokens=num_assistant_tokens,
-                                     max_new_tokens=max_new_tokens)
-    candidates = [(None, plain, plain_settings)] + [(name, loaded("speculative", main_dir, folder), spec_settings)
-                                                    for name, folder in drafts.items()]
-    for _, pipeline, settings in candidates:
-        run_prompt(pipeline, prompts[0], settings)  # warm-up
-    runs: dict[tuple[int, int], list[tuple[Any, float]]] = {}
-    for _ in range(repeats):
-        for prompt_index, prompt in enumerate(prompts):
-            for candidate_index, (_, pipeline, settings) in enumerate(candidates):
-                runs.setdefault((candidate_index, prompt_index), []).append(timed(pipeline, prompt, settings))
-    medians = {key: median_timed_run(value) for key, value in runs.items()}
-    keys = [(c, p) for c in range(len(candidates)) for p in range(len(prompts))]
-    compared = compare_with_plain([medians[key][0] for key in keys])
-    records = [{**record.as_dict(), "draft": candidates[c][0], "cpu_seconds": medians[(c, p)][1]}
-               for record, (c, p) in zip(compared, keys, strict=True)]
-    plain_by_prompt = {record["prompt_id"]: record for record in records if record["mode"] == "plain"}
-    for record in records:
-        record["speedup_cpu"] = cpu_speedup(plain_by_prompt[record["prompt_id"]], record)
-
-    # Cost of one decode step of each model alone (CPU time): (1 + steps tokens) - (1 token), per step.
-    def step_ms(pipeline: LoadedPipeline) -> float:
-        long_run = DecodingSettings("plain", max_new_tokens=1 + cost_steps, ignore_eos=True)
-        one = DecodingSettings("plain", max_new_tokens=1, ignore_eos=True)
-        timed(pipeline, prompts[0], long_run)  # warm-up
-        samples = [(timed(pipeline, prompts[0], long_run)[1] - timed(pipeline, prompts[0], one)[1]) / cost_steps
-                   for _ in range(repeats)]
-        return 1000 * statistics.median(samples)
-
-    main_ms = step_ms(plain)
-    draft_ms = {name: step_ms(loaded("plain", folder, None)) for name, folder in drafts.items()}
+    candidates: list[tuple[str | None, Any, Any]] = [(None, load_pipeline("plain", main_dir, device, precision=precision, threads=threads or None),
+                   generation.DecodingSettings("plain", max_new_tokens=max_new_tokens))]
+    candidates += [(name, load_pipeline("speculative", main_dir, device, draft_dir=folder, precision=precision,
+                                        threads=threads or None),
+                    generation.DecodingSettings("speculative", num_assistant_tokens=num_assistant_tokens,
+                                     max_new_tokens=max_new_tokens)) for name, folder in drafts.items()]
+    same_input = {item["id"]: generation.encode_prompt(candidates[0][1].tokenizer, item["text"]).input_ids.data[0].tolist()
+                  == item["input_ids"]
+                  for item in shared}
+    runners = [lambda prompt, pipeline=pipeline, settings=settings: generation.run_prompt(pipeline, prompt, settings)
+               for _, pipeline, settings in candidates]
+    measured = interleaved_runs(runners, prompts, warmup=1, repeats=repeats, desc="OpenVINO self-speculation")
+    medians = [[generation.median_of_runs([run.result for run in cell.runs]) for cell in row] for row in measured]
+    cpu = [[replace(median, wall_seconds_all=[run.cpu_seconds for run in cell.runs])
+            for median, cell in zip(records, row, strict=True)] for records, row in zip(medians, measured, strict=True)]
+    compared = generation.compare_with_plain([record for records in medians for record in records])
+    per_candidate = [compared[index * len(prompts):(index + 1) * len(prompts)] for index in range(len(candidates))]
+    cpu_compared = generation.compare_with_plain([record for records in cpu for record in records])
     results = {
         "settings": {"device": device, "precision": precision, "threads": threads, "max_new_tokens": max_new_tokens,
                      "repeats": repeats, "num_assistant_tokens": num_assistant_tokens, "main": main_dir.name,
                      "drafts": {name: folder.name for name, folder in drafts.items()}},
         "versions": {package: importlib.metadata.version(package) for package in ("openvino", "openvino-genai")},
         "same_input_ids": same_input,
-        "main_step_cpu_ms": main_ms,
-        "draft_step_cpu_ms": draft_ms,
-        "cost_ratio": cost_ratios(main_ms, draft_ms),
-        "records": records,
+        "speedups": {name: {"wall": repeat_speedups(per_candidate[0], per_candidate[index]),
+                            "cpu": repeat_speedups(cpu_compared[:len(prompts)],
+                                                   cpu_compared[index * len(prompts):(index + 1) * len(prompts)])}
+                     for index, (name, _, _) in enumerate(candidates) if name is not None},
+        "records": [{**record.as_dict(), "draft": candidates[index][0],
+                     "cpu_seconds_all": [run.cpu_seconds for run in measured[index][p].runs]}
+                    for index, records in enumerate(per_candidate) for p, record in enumerate(records)],
     }
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=1), encoding="utf-8")
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def command_line(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", required=True, type=Path, help="JSON list of {id, task, text, input_ids}")
     parser.add_argument("--json", required=True, type=Path, help="where to write the results")
@@ -251,9 +176,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                   max_new_tokens=arguments.max_new_tokens, repeats=arguments.repeats,
                   num_assistant_tokens=arguments.num_assistant_tokens, precision=arguments.precision,
                   threads=arguments.threads, device=arguments.device)
-    for row in summary_rows(results):
+    for row in openvino_summary_rows(results):
         print(json.dumps(row))
 
 
 if __name__ == "__main__":
-    main()
+    command_line()

@@ -30,7 +30,7 @@ def die_with_parent_command(command: list[str]) -> list[str]:
     return [sys.executable, "-I", str(Path(__file__).resolve()), str(os.getpid()), *command]
 
 
-def main(argv: list[str]) -> None:
+def _main(argv: list[str]) -> None:
     import ctypes
 
     parent_pid, command = int(argv[0]), argv[1:]
@@ -43,4 +43,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    _main(sys.argv[1:])

@@ -75,6 +75,19 @@ def cpu_features(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> dict:
             "features": {name: flag in flags for name, flag in ISA_FEATURES.items()}}
 
 
+
+def measurement_context() -> dict:
+    """Where and when timings were taken (they only hold for that machine and load), for a results file."""
+    import datetime as dt
+    import os
+
+    return {"when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": platform.machine(), "processor": platform.processor() or platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "openvino_genai": package_versions(("openvino-genai",), with_python=False)["openvino-genai"],
+            "cpu": cpu_features()}  # VNNI/AMX decide int4 speed, and (f32 aside) whether outputs stay exact
+
 def memory_and_disk(folder: Path | None = None) -> dict:
     """Total/available RAM and free disk where the models live, in GB."""
     import psutil

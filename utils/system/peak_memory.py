@@ -94,7 +94,7 @@ def measure_in_fresh_process(work: str, arguments: dict, *, python: Path | str |
     return json.loads(lines[-1][len(RESULT_MARKER):])
 
 
-def main(argv: list[str] | None = None) -> None:
+def _main(argv: list[str] | None = None) -> None:
     arguments = sys.argv[1:] if argv is None else argv
     if len(arguments) != 2:
         raise SystemExit("usage: python -m utils.system.peak_memory package.module:function '<JSON keyword arguments>'")
@@ -102,4 +102,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _main()

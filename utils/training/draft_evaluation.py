@@ -1,20 +1,17 @@
-"""Stage 4 of training a draft: measuring the trained draft next to its main model.
+"""Stage 4 of notebook 06's draft: measured next to its main model.
 
-Order of use: after `utils.training.draft_export.prepare_exported_draft`,
-`measure_draft_step_times` times the main model and one or more drafts
-interleaved (for the cost ratio c), `measure_speculation` runs plain against
-speculative decoding with the draft for each K (the measured speed-up and the
-acceptance a), and `speedup_verdicts` says in words what the speed-ups mean
-next to the formula (`utils.tuning.autotune.theory_rows`). Plots are in
-`utils.display.training_plots`. Heavy imports are done inside functions.
+`measure_draft_step_times` times the main and the drafts interleaved (the cost ratio c), `measure_speculation`
+runs plain against speculative decoding for each K (speed-up per repeat, acceptance a), and `speedup_verdicts`
+says what the speed-ups mean beside the formula.
 """
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from utils.training.draft_settings import DraftTrainingError
+from utils.training.scaffold import TrainingError
 
 
 def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: str = "CPU",
@@ -39,26 +36,21 @@ def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: st
     return step_times_from_samples(main, samples[0]), draft_steps
 
 
-def speedup_verdicts(theory: Sequence[dict], tolerance: float = 0.02, noise: float = 0.15) -> list[str]:
-    """One sentence per K saying what the measured speed-up means, and whether the formula backs it.
+def speedup_verdicts(theory: Sequence[dict], rows: Sequence[dict], noise: float = 0.15) -> list[str]:
+    """One sentence per K: the measured speed-up (median [min-max] over repeats), the one verdict rule
+    (`utils.decoding.decoding_metrics.verdict`), and whether the formula backs it.
 
-    theory: rows of `utils.tuning.autotune.theory_rows` ("K", "measured", "a_K",
-    "with_verification_cost"). A measurement more than `noise` away from the
-    prediction is flagged: with so few, short runs on a busy machine, timing
-    noise is the likelier explanation than a draft beating its own arithmetic.
+    theory: rows of `theory_rows` ("K", "a_K", "with_verification_cost"); rows: `measure_speculation`'s. A median
+    more than `noise` away from the prediction is flagged: timing noise is the likelier explanation.
     """
+    from utils.decoding.decoding_metrics import speedup_text, verdict
+
     sentences = []
-    for row in theory:
-        measured, predicted = row["measured"], row["with_verification_cost"]
-        if measured > 1 + tolerance:
-            meaning = "faster than plain decoding"
-        elif measured < 1 - tolerance:
-            meaning = "slower than plain decoding"
-        else:
-            meaning = "no measurable difference"
-        sentence = (f"K={row['K']}: measured {measured:.2f}x ({meaning}); the formula predicts {predicted:.2f}x "
-                    f"from a = {row['a_K']:.2f} and the measured step times")
-        if abs(measured / predicted - 1) > noise:
+    for row, measured in zip(theory, rows, strict=True):
+        samples, predicted = measured["repeat_speedups"], row["with_verification_cost"]
+        sentence = (f"K={row['K']}: {speedup_text(samples)} ({verdict(samples)}); the formula predicts "
+                    f"{predicted:.2f}x from a = {row['a_K']:.2f} and the measured step times")
+        if samples and abs(measured["speedup"] / predicted - 1) > noise:
             sentence += (" - a gap this large is timing noise, not the draft: raise REPEATS or measure on a quiet "
                          "machine before trusting the measured figure")
         sentences.append(sentence + ".")
@@ -70,8 +62,9 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
                         progress: Callable[[str], None] | None = None) -> tuple[list[dict], list]:
     """Plain vs speculative decoding with the draft for each K, on the same prompts, interleaved.
 
-    Returns one row per K - the measured speed-up over the prompts whose token
-    counts matched plain decoding ("speedup"), the per-token acceptance `a`
+    Returns one row per K - the speed-up (total plain time / total speculative time over the prompts whose token
+    counts matched plain decoding) per repeat ("repeat_speedups") and its median ("speedup"), the per-token
+    acceptance `a`
     explaining its tokens per main pass ("per_token_acceptance"), the acceptance
     rate from GenAI's counters (both pooled over prompts, `utils.decoding.decoding_metrics`),
     and how many prompts gave output identical to plain decoding - in the shape `utils.tuning.autotune.theory_rows` takes ("value" = K),
@@ -79,11 +72,11 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
     """
     from utils.decoding.decoding_metrics import per_token_acceptance as per_token_acceptance_for
     from utils.decoding.generation import DecodingSettings, compare_with_plain, measure_side_by_side
-    from utils.decoding.generation_reports import summarise
+    from utils.decoding.generation_reports import repeat_speedups, summarise
     from utils.decoding.pipelines import load_pipeline
 
     if not draft_lengths or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in draft_lengths):
-        raise DraftTrainingError(f"Draft lengths K must be integers >= 1, got {list(draft_lengths)}.")
+        raise TrainingError(f"Draft lengths K must be integers >= 1, got {list(draft_lengths)}.")
     plain = load_pipeline("plain", main_dir, device, precision=precision)
     speculative = load_pipeline("speculative", main_dir, device, draft_dir=draft_dir, precision=precision)
     candidates = [(plain, DecodingSettings("plain", max_new_tokens=max_new_tokens))]
@@ -92,12 +85,15 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
     records = compare_with_plain(measure_side_by_side(candidates, prompts, warmup=1, repeats=repeats,
                                                       progress=progress))
     summary = {row["setting"]: row for row in summarise(records)}
+    plain_records = [record for record in records if record.mode == "plain"]
     rows = []
     for k in draft_lengths:
         label = f"K={k}"
         group = [record for record in records if record.mode == "speculative" and record.setting == label]
+        samples = repeat_speedups(plain_records, group)
         rows.append({
-            "value": k, "K": k, "speedup": summary[label]["speedup_vs_plain"],
+            "value": k, "K": k, "speedup": statistics.median(samples) if samples else None,
+            "repeat_speedups": samples,
             "per_token_acceptance": per_token_acceptance_for(summary[label]["tokens_per_pass"], k),
             "genai_acceptance_rate": summary[label]["acceptance_rate"],
             "tokens_per_pass": summary[label]["tokens_per_pass"],

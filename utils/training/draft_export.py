@@ -1,11 +1,7 @@
-"""Stage 3 of training a draft: export it to OpenVINO, then trim its output layer to the tokens it was trained on.
+"""Stage 3 of notebook 06's draft: `optimum-cli export openvino`, then the output layer trimmed to the trained tokens.
 
-Order of use: after `utils.training.draft_train.prepare_trained_draft`,
-`prepare_exported_draft(settings, main)` runs `optimum-cli export openvino` on
-the trained Hugging Face draft and `trim_output_layer` on the export; both
-folders come from `utils.training.draft_settings.draft_folders`, and the trimmed one is
-the draft to use (`utils.training.draft_evaluation` measures it). Heavy imports are
-done inside functions.
+`prepare_exported_draft(settings, main)` exports the trained draft and trims the export (`trim_output_layer`); the
+trimmed folder is the draft to use.
 """
 from __future__ import annotations
 
@@ -14,18 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from utils.models.atomic_folder import COMPLETE_MARKER, atomic_folder, is_up_to_date, read_marker
-from utils.training.draft_settings import (
-    RECIPE_VERSION,
-    DraftFolders,
-    DraftTrainingError,
-    DraftTrainingSettings,
-    MainModel,
-    as_main_model,
-    draft_folders,
-    get_settings,
-    require_complete,
-)
+from utils.training.draft_settings import DraftFolders, DraftTrainingSettings, draft_folders
 from utils.training.draft_train import VOCABULARY_FILE
+from utils.training.scaffold import MainModel, TrainingError, as_main_model, require_complete
 
 
 def trim_output_layer(source_dir: Path, destination: Path, keep_token_ids: Sequence[int], recipe: dict) -> Path:
@@ -49,7 +36,7 @@ def trim_output_layer(source_dir: Path, destination: Path, keep_token_ids: Seque
     try:
         trim_output_layer_graph(model, keep_token_ids)
     except OutputLayerError as error:
-        raise DraftTrainingError(f"Cannot trim {source_dir}: {error}") from None
+        raise TrainingError(f"Cannot trim {source_dir}: {error}") from None
     with atomic_folder(destination, recipe) as work:
         for item in source_dir.iterdir():
             if item.is_file() and not item.name.startswith("openvino_model.") and item.name != COMPLETE_MARKER:
@@ -63,10 +50,10 @@ def prepare_exported_draft(settings: DraftTrainingSettings | str, main: MainMode
     """Export (or reuse) the trained draft with `optimum-cli export openvino`, then trim its output layer."""
     from utils.models.optimum_export import export_recipe, export_with_optimum
 
-    settings = get_settings(settings)
+    settings = DraftTrainingSettings.preset(settings)
     folders = draft_folders(settings, as_main_model(main))
     require_complete(folders.hf, "trained draft", "train it first with utils.training.draft_train.prepare_trained_draft")
-    recipe = export_recipe(RECIPE_VERSION, (read_marker(folders.hf) or {}).get("recipe"), settings.draft_weight_format)
+    recipe = export_recipe(1, (read_marker(folders.hf) or {}).get("recipe"), settings.draft_weight_format)
     if not force and is_up_to_date(folders.openvino, recipe):
         print(f"Reusing the exported draft in {folders.openvino}")
     else:

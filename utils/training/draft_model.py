@@ -1,20 +1,16 @@
-"""Stage 2a of training a draft: the draft model itself, a small Llama that speaks the main model's tokens.
+"""Stage 2a of notebook 06's draft: a small Llama that speaks the main model's tokens.
 
-The draft keeps the main's tokenizer, vocabulary, special tokens and rope
-settings (`draft_config`), and starts from the main's embeddings projected
-onto their strongest directions (`projected_embeddings`). Training uses only
-the tokens the data contains (`VocabularySubset`: a *compact* draft whose
-softmax runs over those, `build_draft`); afterwards the trained rows go back
-to their token ids (`expand_vocabulary`). `size_rows` compares its size with
-the main's. Order of use: this module builds the draft that
-`utils.training.draft_train` trains. Heavy imports (torch, transformers) are done inside functions.
+It keeps the main's vocabulary, special tokens and rope (`draft_config`) and starts from the main's embeddings
+projected onto their strongest directions (`projected_embeddings`). Training runs over the tokens the data uses
+only (`VocabularySubset`, a compact draft, `build_draft`); `expand_vocabulary` puts the trained rows back.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from utils.training.draft_settings import DraftTrainingError, DraftTrainingSettings, MainModel
+from utils.training.draft_settings import DraftTrainingSettings
+from utils.training.scaffold import TrainingError
 
 if TYPE_CHECKING:
     from utils.training.draft_data import TrainingData
@@ -32,8 +28,8 @@ def projected_embeddings(main_embeddings: Any, hidden_size: int) -> Any:
     embeddings = main_embeddings.detach().float()
     width = embeddings.shape[1]
     if hidden_size > width:
-        raise DraftTrainingError(f"A draft wider than its main model ({hidden_size} > {width}) cannot be "
-                                 "initialised by projection; choose hidden_size <= the main's.")
+        raise TrainingError(f"A draft wider than its main model ({hidden_size} > {width}) cannot be "
+                            "initialised by projection; choose hidden_size <= the main's.")
     if hidden_size == width:
         return embeddings.clone()
     _, vectors = torch.linalg.eigh(embeddings.T @ embeddings)  # ascending eigenvalues
@@ -58,7 +54,7 @@ class VocabularySubset:
 
         ids = torch.unique(torch.as_tensor(token_ids, dtype=torch.int64).flatten())
         if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-            raise DraftTrainingError(f"Token ids must lie in [0, {vocab_size}); got {ids.min()}..{ids.max()}.")
+            raise TrainingError(f"Token ids must lie in [0, {vocab_size}); got {ids.min()}..{ids.max()}.")
         local = torch.full((vocab_size,), -1, dtype=torch.int64)
         local[ids] = torch.arange(ids.numel())
         return cls(ids, local)
@@ -80,7 +76,7 @@ class VocabularySubset:
         """Local indices of token ids that must all be in the subset."""
         local = self.local_index[token_ids]
         if (local < 0).any():
-            raise DraftTrainingError("A token outside the vocabulary subset was asked for.")
+            raise TrainingError("A token outside the vocabulary subset was asked for.")
         return local
 
     def to_local_or_missing(self, token_ids: Any) -> Any:
@@ -130,8 +126,8 @@ def build_draft(main_config: Any, initial_embeddings: Any, settings: DraftTraini
     from transformers import LlamaForCausalLM
 
     if initial_embeddings.shape[1] != settings.hidden_size:
-        raise DraftTrainingError(f"Initial embeddings are {initial_embeddings.shape[1]} wide, the draft "
-                                 f"{settings.hidden_size}.")
+        raise TrainingError(f"Initial embeddings are {initial_embeddings.shape[1]} wide, the draft "
+                            f"{settings.hidden_size}.")
     rows = initial_embeddings if subset is None else initial_embeddings[subset.global_ids]
     torch.manual_seed(settings.seed)
     draft = LlamaForCausalLM(draft_config(main_config, settings, vocab_size=rows.shape[0]))
@@ -142,7 +138,7 @@ def build_draft(main_config: Any, initial_embeddings: Any, settings: DraftTraini
     draft.tie_weights()
     output_weights, input_weights = draft.get_output_embeddings().weight, draft.get_input_embeddings().weight
     if output_weights.data_ptr() != input_weights.data_ptr():  # type: ignore[operator]  # as above: Tensor | Module
-        raise DraftTrainingError("The draft's output layer is not tied to its embeddings.")
+        raise TrainingError("The draft's output layer is not tied to its embeddings.")
     return draft
 
 
@@ -163,7 +159,7 @@ def expand_vocabulary(compact: Any, subset: VocabularySubset, initial_embeddings
     state["model.embed_tokens.weight"] = embeddings
     missing, unexpected = full.load_state_dict(state, strict=False)
     if unexpected or any("embed_tokens" not in key and "lm_head" not in key for key in missing):
-        raise DraftTrainingError(f"Expanding the draft lost weights: missing {missing}, unexpected {unexpected}.")
+        raise TrainingError(f"Expanding the draft lost weights: missing {missing}, unexpected {unexpected}.")
     full.tie_weights()
     full.eval()
     return full
@@ -177,25 +173,3 @@ def parameter_count(model: Any) -> int:
             seen.add(parameter.data_ptr())
             total += parameter.numel()
     return total
-
-
-def size_rows(settings: DraftTrainingSettings, main: MainModel) -> list[dict]:
-    """Weights of the draft and of the main model, by part (computed from the configs, nothing is trained)."""
-    from transformers import AutoConfig
-
-    main_config = AutoConfig.from_pretrained(str(main.hf))
-
-    def parts(config: Any) -> dict:
-        hidden, inner, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or hidden // heads
-        attention = hidden * head_dim * (2 * heads + 2 * config.num_key_value_heads)
-        per_layer = attention + 3 * hidden * inner + 2 * hidden
-        return {"hidden size": hidden, "layers": config.num_hidden_layers,
-                "embeddings (= output layer)": config.vocab_size * hidden,
-                "all layers": per_layer * config.num_hidden_layers,
-                "total": config.vocab_size * hidden + per_layer * config.num_hidden_layers + hidden}
-
-    rows = [{"model": f"main ({main.label})", **parts(main_config)},
-            {"model": f"draft ({settings.name})", **parts(draft_config(main_config, settings))}]
-    rows[1]["share of main"] = rows[1]["total"] / rows[0]["total"]
-    return rows

@@ -1,17 +1,9 @@
-"""Stage 2b of training a draft: training it in torch on the main-written data.
+"""Stage 2b of notebook 06's draft: distillation training in torch on the main-written data.
 
-Each step scores, at every token the main model wrote, cross-entropy on the
-main's token mixed with distillation on its top-k probabilities
-(`draft_loss`), over length-bucketed batches (`make_batch`), with a
-learning-rate warm-up and cosine decay (`train_draft`). Held-out greedy
-answers measure how often the draft's top token is the main's next token
-(`greedy_agreement`, an estimate of the acceptance `a`).
-
-Order of use: after `utils.training.draft_data.prepare_training_data`,
-`prepare_trained_draft(settings, main)` builds the draft (`utils.training.draft_model`),
-trains it, expands it to the full vocabulary and saves it, with its
-`TrainingHistory`, in the Hugging Face folder of `utils.training.draft_settings.draft_folders`;
-`utils.training.draft_export` exports it next. Heavy imports are done inside functions.
+`prepare_trained_draft(settings, main)` builds the draft (`draft_model`), trains it for the preset's epochs
+(`train_draft`: cross-entropy on the main's tokens mixed with distillation on its top-k, `draft_loss`, over
+length-bucketed batches, `draft_batch`), expands it to the full vocabulary and saves it with its `TrainingHistory`;
+`greedy_agreement` on held-out answers estimates the acceptance `a`.
 """
 from __future__ import annotations
 
@@ -20,7 +12,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,20 +26,21 @@ from utils.training.draft_model import (
     parameter_count,
     projected_embeddings,
 )
-from utils.training.draft_settings import (
-    DraftTrainingError,
-    DraftTrainingSettings,
+from utils.training.draft_settings import DraftTrainingSettings, draft_folders
+from utils.training.scaffold import (
     MainModel,
+    TrainingError,
+    TrainingHistory,
     as_main_model,
-    draft_folders,
-    draft_recipe,
-    get_settings,
+    copy_tokenizer_files,
+    learning_rate,
     require_complete,
+    stage_recipe,
 )
 
 HISTORY_FILE = "training_history.json"
 VOCABULARY_FILE = "vocabulary_subset.json"  # token ids the training data uses
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+DRAFT_CODE = ("utils.training.draft_model", "utils.training.draft_train")
 
 
 @dataclass
@@ -64,7 +57,7 @@ class TrainingBatch:
     teacher_logprobs: Any = None  # [N, k]
 
 
-def make_batch(data: TrainingData, indices: Sequence[int], subset: VocabularySubset, offsets: Sequence[int],
+def draft_batch(data: TrainingData, indices: Sequence[int], subset: VocabularySubset, offsets: Sequence[int],
                answers_only: bool = False, with_teacher: bool = True) -> TrainingBatch:
     """Collate samples into a right-padded batch; scored positions are the tokens the main model generated."""
     import torch
@@ -164,7 +157,7 @@ def greedy_agreement(model: Any, data: TrainingData, indices: Sequence[int], sub
     model.eval()
     with torch.no_grad():
         for start in range(0, len(greedy), batch_size):
-            batch = make_batch(data, greedy[start:start + batch_size], subset, offsets, answers_only=True,
+            batch = draft_batch(data, greedy[start:start + batch_size], subset, offsets, answers_only=True,
                                with_teacher=False)
             hidden = model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
             predicted = subset.to_global(model.lm_head(hidden[batch.loss_rows, batch.loss_columns]).argmax(-1))
@@ -174,41 +167,12 @@ def greedy_agreement(model: Any, data: TrainingData, indices: Sequence[int], sub
     return hits / total
 
 
-@dataclass
-class TrainingHistory:
-    """What training did: loss per step, held-out agreement over time, cost."""
-
-    steps: list[int] = field(default_factory=list)
-    seconds: list[float] = field(default_factory=list)
-    loss: list[float] = field(default_factory=list)
-    cross_entropy: list[float] = field(default_factory=list)
-    eval_steps: list[int] = field(default_factory=list)
-    eval_agreement: list[float] = field(default_factory=list)
-    parameters: int = 0
-    subset_size: int = 0
-    train_samples: int = 0
-    held_out_samples: int = 0
-    train_tokens: int = 0
-    tokens_seen: int = 0
-    training_seconds: float = 0.0
-    stopped_by: str = ""
-    final_agreement: float = float("nan")  # the exported (full-vocabulary) draft
-    final_agreement_subset: float = float("nan")  # the compact draft, argmax over the data's tokens only
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
 def train_draft(draft: Any, data: TrainingData, subset: VocabularySubset, settings: DraftTrainingSettings,
                 held_out: Sequence[int] = (), train: Sequence[int] | None = None, evaluations: int = 8,
                 show_progress: bool = True,
                 on_evaluation: Callable[[TrainingHistory], None] | None = None) -> TrainingHistory:
-    """Train the (compact) `draft` in place on the main-written data; returns the loss curve, agreement and cost.
-
-    Runs `settings.epochs` passes over `train` (default: every sample not held
-    out), or stops after `settings.max_training_minutes`. Held-out agreement is
-    evaluated `evaluations` times.
-    """
+    """Train the (compact) `draft` in place for `settings.epochs` passes over `train` (default: every sample not
+    held out); the held-out agreement is evaluated `evaluations` times. Returns the loss curve, agreement, cost."""
     import torch
     from tqdm.auto import tqdm
 
@@ -217,67 +181,44 @@ def train_draft(draft: Any, data: TrainingData, subset: VocabularySubset, settin
     held_out_set = set(held_out)
     train = [i for i in range(len(data.samples)) if i not in held_out_set] if train is None else list(train)
     if not train:
-        raise DraftTrainingError("No training samples: generate more data (settings.prompts).")
+        raise TrainingError("No training samples: generate more data (settings.prompts).")
     offsets = data.offsets
     train_tokens = sum(len(data.samples[i].token_ids) - max(data.samples[i].loss_start, 1) for i in train)
-    total_steps = max(1, round(settings.epochs * math.ceil(len(train) / settings.batch_size)))
+    steps_per_epoch = math.ceil(len(train) / settings.batch_size)
+    total_steps = max(1, round(settings.epochs * steps_per_epoch))
     optimizer = torch.optim.AdamW(draft.parameters(), lr=settings.learning_rate, betas=(0.9, 0.95),
                                   weight_decay=0.01)
-
-    budget = settings.max_training_minutes * 60
-
-    def progress_made(step: int, elapsed: float) -> float:
-        """How far training is, 0..1, by whichever limit (steps or time) comes first."""
-        return min(1.0, max(step / total_steps, elapsed / budget))
-
-    def learning_rate(step: int, elapsed: float) -> float:
-        """Linear warm-up, then cosine decay to 10% of the peak by the end of training."""
-        if step < settings.warmup_steps:
-            return settings.learning_rate * (step + 1) / settings.warmup_steps
-        return settings.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * progress_made(step, elapsed))))
-
-    history = TrainingHistory(parameters=parameter_count(draft), subset_size=len(subset), train_samples=len(train),
-                              held_out_samples=len(held_out), train_tokens=train_tokens, stopped_by="epochs")
-    next_evaluation = 1.0 / max(1, evaluations)
+    history = TrainingHistory(total_steps=total_steps, details={
+        "parameters": parameter_count(draft), "subset_size": len(subset), "train_samples": len(train),
+        "held_out_samples": len(held_out), "train_tokens": train_tokens})
+    evaluate_at = {round(total_steps * (i + 1) / max(1, evaluations)) for i in range(max(1, evaluations))}
     batches: list[list[int]] = []
     started = time.perf_counter()
     draft.train()
-    with tqdm(total=total_steps, desc="training the draft", unit="step", disable=not show_progress) as progress:
-        for step in range(total_steps):
-            if not batches:
-                batches = length_bucketed_batches(data, train, settings.batch_size, rng)
-            batch = make_batch(data, batches.pop(), subset, offsets)
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, time.perf_counter() - started)
-            loss, parts = draft_loss(draft, batch, settings.distill_weight)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-            optimizer.step()
-            elapsed = time.perf_counter() - started
-            history.steps.append(step + 1)
-            history.seconds.append(elapsed)
-            history.loss.append(float(loss.detach()))
-            history.cross_entropy.append(parts["cross_entropy"])
-            history.tokens_seen += int(batch.targets.numel())
-            progress.update()
-            progress.set_postfix_str(f"loss {history.loss[-1]:.2f}, {history.tokens_seen / elapsed:.0f} tokens/s",
-                                     refresh=False)
-            last = step + 1 == total_steps
-            out_of_time = elapsed > budget
-            if held_out and (progress_made(step + 1, elapsed) >= next_evaluation or last or out_of_time):
-                next_evaluation += 1.0 / max(1, evaluations)
-                history.eval_steps.append(step + 1)
-                history.eval_agreement.append(greedy_agreement(draft, data, held_out, subset))
-                if on_evaluation:
-                    on_evaluation(history)
-            if out_of_time and not last:
-                history.stopped_by = f"time budget ({settings.max_training_minutes:g} min)"
-                break
+    for step in tqdm(range(total_steps), desc="training the draft", unit="step", disable=not show_progress):
+        if not batches:
+            batches = length_bucketed_batches(data, train, settings.batch_size, rng)
+        batch = draft_batch(data, batches.pop(), subset, offsets)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, total_steps, settings.learning_rate, settings.warmup_steps)
+        loss, _ = draft_loss(draft, batch, settings.distill_weight)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+        optimizer.step()
+        history.steps.append(step + 1)
+        history.loss.append(float(loss.detach()))
+        history.tokens_seen += int(batch.targets.numel())
+        if held_out and step + 1 in evaluate_at:
+            history.evaluations.append({"step": step + 1,
+                                        "agreement": greedy_agreement(draft, data, held_out, subset)})
+            if on_evaluation:
+                on_evaluation(history)
     history.training_seconds = time.perf_counter() - started
+    history.epochs_done = total_steps / steps_per_epoch
     draft.eval()
     if held_out:
-        history.final_agreement_subset = history.eval_agreement[-1]
+        history.details["final_agreement_subset"] = history.evaluations[-1]["agreement"]
     return history
 
 
@@ -304,26 +245,23 @@ def train_full_draft(main_hf_dir: Path, data: TrainingData, settings: DraftTrain
     history = train_draft(compact, data, subset, settings, held_out=held_out, train=train,
                           show_progress=show_progress, on_evaluation=on_evaluation)
     draft = expand_vocabulary(compact, subset, initial, main_config, settings)
-    history.parameters = parameter_count(draft)
+    history.details["parameters"] = parameter_count(draft)
     if held_out:
-        history.final_agreement = greedy_agreement(draft, data, held_out, VocabularySubset.full(subset.vocab_size))
+        history.details["final_agreement"] = greedy_agreement(draft, data, held_out,
+                                                              VocabularySubset.full(subset.vocab_size))
     return draft, history, subset
 
 
 def save_draft(draft: Any, destination: Path, main_hf_dir: Path, history: TrainingHistory,
                kept_token_ids: Sequence[int]) -> None:
     """Write the draft as a Hugging Face folder with the main's tokenizer files, history and used tokens."""
-    import shutil
-
     from transformers import GenerationConfig
 
     draft.generation_config = GenerationConfig(bos_token_id=draft.config.bos_token_id,
                                                eos_token_id=draft.config.eos_token_id,
                                                pad_token_id=draft.config.pad_token_id)
     draft.save_pretrained(destination)
-    for name in TOKENIZER_FILES:
-        if (Path(main_hf_dir) / name).exists():
-            shutil.copy2(Path(main_hf_dir) / name, Path(destination) / name)
+    copy_tokenizer_files(main_hf_dir, destination)
     (Path(destination) / HISTORY_FILE).write_text(json.dumps(history.as_dict(), indent=1), encoding="utf-8")
     (Path(destination) / VOCABULARY_FILE).write_text(json.dumps([int(t) for t in kept_token_ids]), encoding="utf-8")
 
@@ -341,12 +279,13 @@ def prepare_trained_draft(settings: DraftTrainingSettings | str, main: MainModel
     threads: torch CPU threads for training (None keeps torch's default, one per
     core; on a machine shared with other busy processes, 1 can be much faster).
     """
-    settings = get_settings(settings)
+    settings = DraftTrainingSettings.preset(settings)
     main = as_main_model(main)
     require_complete(main.hf, "main model (Hugging Face)")
     folders = draft_folders(settings, main)
     require_complete(folders.data, "training data", "write it first with utils.training.draft_data.prepare_training_data")
-    recipe = draft_recipe(settings, folders.data, main.hf)
+    recipe = stage_recipe("draft", settings.draft_settings(), [folders.data, main.hf], ("torch", "transformers"),
+                          DRAFT_CODE)
     if not force and is_up_to_date(folders.hf, recipe):
         print(f"Reusing the trained draft in {folders.hf}")
         return folders.hf

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from utils.models.atomic_folder import is_up_to_date, read_marker
-from utils.training.draft_settings import MainModel, require_complete
 from utils.training.eagle3_settings import Eagle3Folders, Eagle3Settings, eagle3_folders, head_recipe
+from utils.training.scaffold import MainModel, require_complete
 
 
 @dataclass
@@ -83,9 +83,7 @@ def _train_and_save(settings: Eagle3Settings, main: MainModel, folders: Eagle3Fo
     init_from_main(head, load_main_embedding(main.hf), vocab)
     history = train_head(head, data, vocab, settings, show_progress=show_progress)
     training = {"positions": int(len(data.tokens)), "samples": data.samples, "vocab_coverage": vocab.coverage,
-                "head_parameters": head.parameter_count(), "seconds": history.seconds,
-                "epochs_done": history.epochs_done, "positions_seen": history.positions_seen,
-                "steps": history.steps, "losses": history.losses, "validation": history.validation}
+                "head_parameters": head.parameter_count(), **history.as_dict()}
     save_head_folder(head, main.hf, folders.head, recipe, training)
 
 
@@ -93,9 +91,9 @@ def prepare_eagle3_head(settings: Eagle3Settings, main: MainModel, device: str =
                         show_progress: bool = True) -> Eagle3Build:
     """Build (or reuse) every stage of a head for `main`: data, tapped states, training, folder, export (checked)."""
     from utils.training.eagle3_checks import check_export_packages, check_exported_head, check_main
-    from utils.training.eagle3_data import load_stats, write_training_data
     from utils.training.eagle3_folder import TRAINING_FILE, export_head
-    from utils.training.eagle3_hidden import STATS_FILE, write_tapped_states
+    from utils.training.eagle3_hidden import TAPPING_STATS_FILE, write_tapped_states
+    from utils.training.scaffold import load_stats, write_samples
 
     check_main(main.hf)
     check_main(main.openvino)
@@ -104,7 +102,7 @@ def prepare_eagle3_head(settings: Eagle3Settings, main: MainModel, device: str =
     folders = eagle3_folders(settings, main)
     rebuilt = []
     before = read_marker(folders.data)
-    write_training_data(settings, main, device, force, show_progress)
+    write_samples(settings, main, folders.data, device, force, show_progress)
     if read_marker(folders.data) != before:
         rebuilt.append("data")
     before = read_marker(folders.hidden)
@@ -121,7 +119,7 @@ def prepare_eagle3_head(settings: Eagle3Settings, main: MainModel, device: str =
         rebuilt.append("export")
     check_exported_head(folders.exported, main.openvino)
     return Eagle3Build(folders=folders, data=load_stats(folders.data),
-                       hidden=json.loads((folders.hidden / STATS_FILE).read_text(encoding="utf-8")),
+                       hidden=json.loads((folders.hidden / TAPPING_STATS_FILE).read_text(encoding="utf-8")),
                        training=json.loads((folders.head / TRAINING_FILE).read_text(encoding="utf-8")),
                        rebuilt=rebuilt)
 
@@ -191,7 +189,7 @@ def answer_chain_accuracy(head_dir: Path, main: MainModel, answers: Sequence[tup
     from utils.training.eagle3_hidden import tap_hidden_states
     from utils.training.eagle3_train import evaluate_accuracy
     from utils.training.eagle3_vocab import vocabulary_from_d2t
-    from utils.training.main_batches import text_token_ids
+    from utils.training.scaffold import text_token_ids
 
     require_complete(Path(head_dir), "trained EAGLE-3 head (Hugging Face layout)")
     tokenizer = openvino_genai.Tokenizer(str(main.openvino))

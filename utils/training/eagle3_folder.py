@@ -1,31 +1,18 @@
-"""Stage 5 of an EAGLE-3 head: its folder in the SpecForge layout (with the main's tokenizer files), and the export.
+"""Stage 5 of an EAGLE-3 head: its folder in the SpecForge layout, and its `optimum-cli` export.
 
-What optimum-intel's exporter (`LlamaForCausalLMEagle3` -> its `LlamaEagle3Model`) reads:
-
-    config.json         architectures ["LlamaForCausalLMEagle3"], model_type llama, hidden_size,
-                        target_hidden_size, intermediate_size, heads / KV heads / head_dim,
-                        rms_norm_eps, rope, vocab_size (the main's), draft_vocab_size,
-                        num_hidden_layers 1, tie_word_embeddings false
-    model.safetensors   midlayer.*, fc, norm, lm_head, d2t (int64), t2d (bool), embed_tokens
-    tokenizer files     the main's: `openvino_genai.draft_model` builds the head's tokenizer from them,
-                        and draft and main must have the same tokenizer
-    eagle3_recipe.json  the recipe that made it (settings, data, versions)
-    eagle3_training.json  what its training measured (loss curve, validation accuracies, minutes)
-
-The folder is written into a temporary sibling and renamed into place when complete
-(`utils.models.atomic_folder`). `export_head` runs `optimum-cli export openvino ... --trust-remote-code`
-(optimum-intel swaps in its own modelling file for the head, which imports `einops` and `diffusers`) and
-moves the export into place only if it carries `eagle3_mode` in its runtime info (`eagle3_checks.require_eagle3_mode`).
+The folder holds `config.json` (architectures ["LlamaForCausalLMEagle3"], target_hidden_size, vocab_size,
+draft_vocab_size, ...), `model.safetensors` (midlayer.*, fc, norm, lm_head, d2t, t2d, embed_tokens), the main's
+tokenizer files, the recipe and the training record; it is written atomically. `export_head` runs
+`optimum-cli export openvino ... --trust-remote-code` and keeps the export only if it carries `eagle3_mode`.
 """
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from utils.models.atomic_folder import atomic_folder, read_marker
-from utils.training.eagle3_settings import RECIPE_VERSION, Eagle3Error
+from utils.training.scaffold import TrainingError, copy_tokenizer_files
 
 if TYPE_CHECKING:
     from utils.training.eagle3_head import Eagle3Head, HeadShape
@@ -34,9 +21,6 @@ ARCHITECTURE = "LlamaForCausalLMEagle3"
 RECIPE_FILE = "eagle3_recipe.json"
 TRAINING_FILE = "eagle3_training.json"
 WEIGHTS_FILE = "model.safetensors"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
-                   "generation_config.json", "vocab.json", "merges.txt", "tokenizer.model")
-REQUIRED_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
 def head_config(shape: HeadShape, main_config: dict) -> dict:
@@ -67,21 +51,6 @@ def head_config(shape: HeadShape, main_config: dict) -> dict:
         "torch_dtype": "float32",
         "use_cache": True,
     }
-
-
-def copy_tokenizer_files(main_hf_dir: Path, folder: Path) -> list[str]:
-    """Copy the main's tokenizer files into `folder`; raise if the main lacks the required ones."""
-    main_hf_dir = Path(main_hf_dir)
-    missing = [name for name in REQUIRED_TOKENIZER_FILES if not (main_hf_dir / name).is_file()]
-    if missing:
-        raise Eagle3Error(f"The main's folder {main_hf_dir} lacks {', '.join(missing)}; a head needs the main's "
-                          "tokenizer files (draft and main must share the tokenizer).")
-    copied = []
-    for name in TOKENIZER_FILES:
-        if (main_hf_dir / name).is_file():
-            shutil.copy2(main_hf_dir / name, folder / name)
-            copied.append(name)
-    return copied
 
 
 def state_dict_for_folder(head: Eagle3Head, include_embedding: bool = True) -> dict[str, Any]:
@@ -130,7 +99,7 @@ def load_head_folder(folder: Path) -> Eagle3Head:
     head = Eagle3Head(shape)
     missing, unexpected = head.load_state_dict(load_file(str(Path(folder) / WEIGHTS_FILE)), strict=False)
     if unexpected or [name for name in missing if not name.startswith("embed_tokens")]:
-        raise Eagle3Error(f"{folder}: weights do not fit the head (missing {missing}, unexpected {unexpected}).")
+        raise TrainingError(f"{folder}: weights do not fit the head (missing {missing}, unexpected {unexpected}).")
     return head
 
 
@@ -141,7 +110,7 @@ def export_head(head_dir: Path, output_dir: Path, weight_format: str = "fp16") -
     """`optimum-cli export openvino` of a head folder into `output_dir`, atomically; reused while up to date.
 
     Checked before (`eagle3_checks.check_head_folder`) and after (`require_eagle3_mode`, on the temporary folder).
-    Prints the command it runs.
+    Prints the command it runs (or, reusing the folder, the command that made it).
     """
     from utils.models.atomic_folder import is_up_to_date
     from utils.models.optimum_export import export_recipe, export_with_optimum
@@ -149,9 +118,15 @@ def export_head(head_dir: Path, output_dir: Path, weight_format: str = "fp16") -
 
     check_head_folder(Path(head_dir))
     check_export_packages()
-    recipe = export_recipe(RECIPE_VERSION, (read_marker(Path(head_dir)) or {}).get("recipe"), weight_format,
+    recipe = export_recipe(1, (read_marker(Path(head_dir)) or {}).get("recipe"), weight_format,
                            EXPORT_EXTRA_ARGS)
     if is_up_to_date(Path(output_dir), recipe):
+        import shlex
+
+        from utils.models.optimum_export import optimum_export_command
+
+        command = optimum_export_command(str(head_dir), Path(output_dir), weight_format, EXPORT_EXTRA_ARGS, True)
+        print(f"reusing {Path(output_dir).name}, exported earlier by:\n$", shlex.join(["optimum-cli", *command[1:]]))
         return Path(output_dir)
     return export_with_optimum(str(head_dir), Path(output_dir), weight_format, recipe, EXPORT_EXTRA_ARGS,
                                local_folder=True, check=require_eagle3_mode)

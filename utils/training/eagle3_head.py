@@ -1,19 +1,9 @@
-"""Stage 4 of an EAGLE-3 head: the head itself - one Llama decoder layer over the main's fused hidden state and the next token.
+"""Stage 4a of an EAGLE-3 head: one Llama decoder layer over the main's fused hidden state and the next token.
 
-At position t the head reads two things, each RMS-normalised and concatenated
-(2 x hidden wide, which is why q/k/v are 2 x hidden wide):
-
-- the main's three tapped hidden states at t, fused by `fc` (3 x hidden -> hidden);
-- the embedding of token t + 1 (the main's embedding; GenAI copies it in);
-
-and predicts token t + 2 over the draft vocabulary. To draft further it feeds
-its own output hidden state (the decoder layer's output, before `norm`) back
-in place of the fused one, beside the embedding of the token it just drafted:
-that is the chain that `num_assistant_tokens` runs.
-
-Parameter names follow the SpecForge layout that optimum-intel exports
-(`midlayer.*`, `fc`, `norm`, `lm_head`, `d2t`, `t2d`, `embed_tokens`).
-torch is imported at the top: import this module only where torch is installed.
+At position t the head reads the main's three tapped states fused by `fc` and the embedding of token t + 1 (each
+RMS-normalised, concatenated: q/k/v are 2 x hidden wide) and predicts token t + 2 over the draft vocabulary; to draft
+further it feeds its own output state back (the chain `num_assistant_tokens` runs). Parameter names follow the
+SpecForge layout optimum-intel exports. torch is imported at the top: import this module only where torch is.
 """
 from __future__ import annotations
 
@@ -25,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from utils.training.eagle3_settings import Eagle3Error
+from utils.training.scaffold import TrainingError
 
 
 @dataclass(frozen=True)
@@ -46,10 +36,10 @@ class HeadShape:
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
-            raise Eagle3Error(f"num_attention_heads {self.num_attention_heads} must be a multiple of "
-                              f"num_key_value_heads {self.num_key_value_heads}.")
+            raise TrainingError(f"num_attention_heads {self.num_attention_heads} must be a multiple of "
+                                f"num_key_value_heads {self.num_key_value_heads}.")
         if self.draft_vocab_size > self.vocab_size:
-            raise Eagle3Error(f"draft_vocab_size {self.draft_vocab_size} exceeds vocab_size {self.vocab_size}.")
+            raise TrainingError(f"draft_vocab_size {self.draft_vocab_size} exceeds vocab_size {self.vocab_size}.")
 
 
 def shape_from_main_config(main_config: dict, draft_vocab_size: int, intermediate_size: int | None = None) -> HeadShape:
@@ -176,8 +166,8 @@ class Eagle3Head(nn.Module):
         """
         batch, length, _ = fused.shape
         if next_tokens.shape[1] < length + steps - 1:
-            raise Eagle3Error(f"next_tokens needs {length + steps - 1} columns for {steps} steps over {length} "
-                              f"positions, got {next_tokens.shape[1]}.")
+            raise TrainingError(f"next_tokens needs {length + steps - 1} columns for {steps} steps over {length} "
+                                f"positions, got {next_tokens.shape[1]}.")
         attn = self.midlayer.self_attn
         scale = 1.0 / math.sqrt(attn.head_dim)
         base = torch.arange(length)
@@ -213,16 +203,6 @@ class Eagle3Head(nn.Module):
         return outputs
 
 
-def weight_names(include_embedding: bool = True) -> list[str]:
-    """The tensor names of a head in the SpecForge layout (what `save_head_folder` writes)."""
-    names = ["midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight",
-             "midlayer.self_attn.v_proj.weight", "midlayer.self_attn.o_proj.weight",
-             "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight", "midlayer.mlp.down_proj.weight",
-             "midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
-             "midlayer.post_attention_layernorm.weight", "fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d"]
-    return names + (["embed_tokens.weight"] if include_embedding else [])
-
-
 def load_main_embedding(main_hf_dir: Any) -> torch.Tensor:
     """The main's input embedding [vocab, hidden] from its safetensors file."""
     from pathlib import Path
@@ -235,4 +215,4 @@ def load_main_embedding(main_hf_dir: Any) -> torch.Tensor:
             for key in handle.keys():
                 if key.endswith("embed_tokens.weight"):
                     return handle.get_tensor(key).float()
-    raise Eagle3Error(f"No embed_tokens.weight in the safetensors files of {folder}.")
+    raise TrainingError(f"No embed_tokens.weight in the safetensors files of {folder}.")

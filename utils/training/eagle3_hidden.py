@@ -21,26 +21,25 @@ from pathlib import Path
 from typing import Any
 
 from utils.models.atomic_folder import atomic_folder, is_up_to_date
-from utils.training.draft_settings import MainModel, require_complete
 from utils.training.eagle3_checks import MIN_MAIN_LAYERS
-from utils.training.eagle3_settings import Eagle3Error, Eagle3Settings, eagle3_folders, hidden_recipe
-from utils.training.main_batches import length_batches, padded_prefills
+from utils.training.eagle3_settings import Eagle3Settings, eagle3_folders, hidden_recipe
+from utils.training.scaffold import MainModel, TrainingError, length_batches, padded_prefills, require_complete
 
 HIDDEN_FILE = "hidden.npy"
 TOKENS_FILE = "tokens.npy"
 TARGETS_FILE = "targets.npy"
 OFFSETS_FILE = "offsets.npy"
 ANSWERS_FILE = "answer_starts.npy"
-STATS_FILE = "hidden_stats.json"
+TAPPING_STATS_FILE = "hidden_stats.json"
 
 
 def tapped_layers(num_hidden_layers: int) -> tuple[int, int, int]:
     """The decoder layers GenAI taps for EAGLE-3: (2, N // 2, N - 3); a main needs at least 10 layers."""
     if isinstance(num_hidden_layers, bool) or not isinstance(num_hidden_layers, int):
-        raise Eagle3Error(f"num_hidden_layers must be an integer, got {num_hidden_layers!r}.")
+        raise TrainingError(f"num_hidden_layers must be an integer, got {num_hidden_layers!r}.")
     if num_hidden_layers < MIN_MAIN_LAYERS:
-        raise Eagle3Error(f"The main has {num_hidden_layers} decoder layers; OpenVINO GenAI taps layers "
-                          f"(2, N/2, N-3) and needs at least {MIN_MAIN_LAYERS}. Use a deeper main model.")
+        raise TrainingError(f"The main has {num_hidden_layers} decoder layers; OpenVINO GenAI taps layers "
+                            f"(2, N/2, N-3) and needs at least {MIN_MAIN_LAYERS}. Use a deeper main model.")
     return 2, num_hidden_layers // 2, num_hidden_layers - 3
 
 
@@ -87,8 +86,8 @@ def tapped_model(main_ov_dir: Path) -> Any:
                 if f"layers.{layer}/" in node.get_friendly_name():
                     found[layer] = node.output(0)
     if len(found) != 3:
-        raise Eagle3Error(f"Found the MLP residual add of layers {sorted(found)} in {main_ov_dir}, expected "
-                          f"{list(layers)}: not a Llama-like OpenVINO export.")
+        raise TrainingError(f"Found the MLP residual add of layers {sorted(found)} in {main_ov_dir}, expected "
+                            f"{list(layers)}: not a Llama-like OpenVINO export.")
     model.add_outputs([found[layer] for layer in layers])
     return model
 
@@ -139,7 +138,7 @@ def save_tapped(data: TappedData, folder: Path, stats: dict) -> None:
     np.save(folder / OFFSETS_FILE, data.offsets)
     if data.answer_starts is not None:
         np.save(folder / ANSWERS_FILE, data.answer_starts)
-    (folder / STATS_FILE).write_text(json.dumps(stats, indent=2), encoding="utf-8")
+    (folder / TAPPING_STATS_FILE).write_text(json.dumps(stats, indent=2), encoding="utf-8")
 
 
 def load_tapped(folder: Path) -> TappedData:
@@ -157,10 +156,10 @@ def write_tapped_states(settings: Eagle3Settings, main: MainModel, device: str =
     """Build (or reuse) the folder of tapped states of every sample of the data folder, cut to `sequence_length`."""
     import numpy as np
 
-    from utils.training.eagle3_data import load_samples
+    from utils.training.scaffold import load_samples
 
     folders = eagle3_folders(settings, main)
-    require_complete(folders.data, "EAGLE-3 training data", "build it first with eagle3_data.write_training_data")
+    require_complete(folders.data, "EAGLE-3 training data", "build it first with eagle3_build.prepare_eagle3_head")
     recipe = hidden_recipe(settings, main.openvino, folders.data)
     if not force and is_up_to_date(folders.hidden, recipe):
         return folders.hidden

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,9 +25,9 @@ from torch.nn import functional as F
 
 from utils.training.eagle3_head import Eagle3Head
 from utils.training.eagle3_hidden import TappedData
-from utils.training.eagle3_settings import Eagle3Error, Eagle3Settings
+from utils.training.eagle3_settings import Eagle3Settings
 from utils.training.eagle3_vocab import DraftVocabulary
-from utils.training.main_batches import length_batches
+from utils.training.scaffold import TrainingError, TrainingHistory, learning_rate, length_batches
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Batch:
     answer: torch.Tensor  # bool [B, T]: position lies in the answer
 
 
-def make_batch(data: TappedData, samples: list[int], steps: int, target_to_draft: Any) -> Batch:
+def unroll_batch(data: TappedData, samples: list[int], steps: int, target_to_draft: Any) -> Batch:
     """Pad `samples` of `data` into a Batch (right padding; every sequence starts at position 0)."""
     import numpy as np
 
@@ -96,16 +96,6 @@ def split_samples(count: int, validation_share: float, seed: int) -> tuple[list[
     return sorted(order[held:]), sorted(order[:held])
 
 
-@dataclass
-class TrainingHistory:
-    steps: list[int] = field(default_factory=list)
-    losses: list[float] = field(default_factory=list)
-    validation: list[dict] = field(default_factory=list)
-    seconds: float = 0.0
-    epochs_done: float = 0.0
-    positions_seen: int = 0
-
-
 @torch.no_grad()
 def evaluate_accuracy(head: Eagle3Head, data: TappedData, samples: list[int], settings: Eagle3Settings,
                       target_to_draft: Any) -> dict:
@@ -120,7 +110,7 @@ def evaluate_accuracy(head: Eagle3Head, data: TappedData, samples: list[int], se
     right_answer = [0] * steps
     total_all = total_answer = 0
     for group in length_batches([int(data.offsets[i + 1] - data.offsets[i]) for i in samples], settings.batch_tokens):
-        batch = make_batch(data, [samples[i] for i in group], steps, target_to_draft)
+        batch = unroll_batch(data, [samples[i] for i in group], steps, target_to_draft)
         logits = head.unrolled_logits(batch.fused, batch.next_tokens, steps)
         chain = batch.counted[0].clone()
         base = batch.counted[0]
@@ -143,8 +133,8 @@ def init_from_main(head: Eagle3Head, embedding: torch.Tensor, vocab: DraftVocabu
     import numpy as np
 
     if tuple(embedding.shape) != tuple(head.embed_tokens.weight.shape):
-        raise Eagle3Error(f"main embedding {tuple(embedding.shape)} does not match the head's "
-                          f"{tuple(head.embed_tokens.weight.shape)}.")
+        raise TrainingError(f"main embedding {tuple(embedding.shape)} does not match the head's "
+                            f"{tuple(head.embed_tokens.weight.shape)}.")
     with torch.no_grad():
         head.embed_tokens.weight.copy_(embedding)
         rows = (output_weight if output_weight is not None else embedding)[torch.from_numpy(vocab.target_ids)]
@@ -155,10 +145,10 @@ def init_from_main(head: Eagle3Head, embedding: torch.Tensor, vocab: DraftVocabu
 
 def train_head(head: Eagle3Head, data: TappedData, vocab: DraftVocabulary, settings: Eagle3Settings,
                show_progress: bool = True) -> TrainingHistory:
-    """Train `head` on `data` for `settings.epochs` (at most `settings.max_training_minutes`); return the history.
+    """Train `head` on `data` for `settings.epochs` passes; return the history.
 
-    AdamW, linear warm-up then cosine decay driven by whichever runs out first, steps or minutes. The validation
-    accuracies are measured after every epoch and at the end; a progress bar shows the minutes and the loss.
+    AdamW, linear warm-up then cosine decay over the set number of steps. The validation accuracies are measured
+    after every epoch and at the end.
     """
     from tqdm.auto import tqdm
 
@@ -171,49 +161,38 @@ def train_head(head: Eagle3Head, data: TappedData, vocab: DraftVocabulary, setti
     total_steps = max(1, math.ceil(len(groups) * settings.epochs))
     trainable = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.0, betas=(0.9, 0.95))
-    history = TrainingHistory()
-    budget = settings.max_training_minutes * 60.0
+    history = TrainingHistory(total_steps=total_steps)
+
+    def validate(step: int) -> None:
+        if val_ids:
+            history.evaluations.append({"step": step, **evaluate_accuracy(head, data, val_ids, settings,
+                                                                          target_to_draft)})
+
     started = time.perf_counter()
-    step = 0
     head.train()
-    bar = tqdm(total=round(budget), desc="training (s of the time budget)", unit="s", disable=not show_progress)
-    while step < total_steps:
-        rng.shuffle(groups)
-        for group in groups:
-            elapsed = time.perf_counter() - started
-            progress = max(step / total_steps, elapsed / budget)
-            if progress >= 1.0:
-                break
-            warm = min(1.0, (step + 1) / max(settings.warmup_steps, 1))
-            rate = settings.learning_rate * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
-            for param_group in optimizer.param_groups:
-                param_group["lr"] = rate
-            batch = make_batch(data, group, settings.unroll_steps, target_to_draft)
-            if settings.answers_only:  # the prompts are the main's samples: noise to learn; the answers are what it serves
-                batch.labels[:, ~batch.answer] = -1
-            logits = head.unrolled_logits(batch.fused, batch.next_tokens, settings.unroll_steps)
-            loss, per_step = unroll_loss(logits, batch.labels, settings.step_weight)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-            optimizer.step()
-            step += 1
-            history.positions_seen += int(batch.counted[0].sum())
-            history.steps.append(step)
-            history.losses.append(float(loss.detach()))
-            bar.update(min(round(budget), round(time.perf_counter() - started)) - bar.n)
-            bar.set_postfix_str(f"step {step}, loss {history.losses[-1]:.2f} ({', '.join(f'{x:.2f}' for x in per_step)})",
-                                refresh=False)
-        else:
-            if val_ids:
-                history.validation.append({"step": step, **evaluate_accuracy(head, data, val_ids, settings,
-                                                                             target_to_draft)})
-            continue
-        break
-    bar.close()
-    history.seconds = time.perf_counter() - started
-    history.epochs_done = step / max(len(groups), 1)
-    if val_ids:
-        history.validation.append({"step": step, **evaluate_accuracy(head, data, val_ids, settings, target_to_draft)})
+    order: list[list[int]] = []
+    for step in tqdm(range(total_steps), desc="training the head", unit="step", disable=not show_progress):
+        if not order:
+            if step:
+                validate(step)
+            order = list(groups)
+            rng.shuffle(order)
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = learning_rate(step, total_steps, settings.learning_rate, settings.warmup_steps, 0.05)
+        batch = unroll_batch(data, order.pop(), settings.unroll_steps, target_to_draft)
+        if settings.answers_only:  # the prompts are the main's samples: noise to learn; the answers are what it serves
+            batch.labels[:, ~batch.answer] = -1
+        logits = head.unrolled_logits(batch.fused, batch.next_tokens, settings.unroll_steps)
+        loss, _ = unroll_loss(logits, batch.labels, settings.step_weight)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+        optimizer.step()
+        history.tokens_seen += int(batch.counted[0].sum())
+        history.steps.append(step + 1)
+        history.loss.append(float(loss.detach()))
+    history.training_seconds = time.perf_counter() - started
+    history.epochs_done = total_steps / max(len(groups), 1)
+    validate(total_steps)
     head.eval()
     return history

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from utils.training.eagle3_settings import Eagle3Error
+from utils.training.scaffold import TrainingError
 
 
 @dataclass(frozen=True)
@@ -63,17 +63,17 @@ def draft_vocabulary(targets: Iterable[int] | Any, size: int, vocab_size: int,
     import numpy as np
 
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise Eagle3Error(f"draft vocabulary size must be an integer >= 1, got {size!r}.")
+        raise TrainingError(f"draft vocabulary size must be an integer >= 1, got {size!r}.")
     if size > vocab_size:
-        raise Eagle3Error(f"draft vocabulary size {size} exceeds the main's vocabulary ({vocab_size}).")
+        raise TrainingError(f"draft vocabulary size {size} exceeds the main's vocabulary ({vocab_size}).")
     ids = np.asarray(list(targets) if not hasattr(targets, "dtype") else targets, dtype=np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise Eagle3Error(f"target ids must lie in [0, {vocab_size}); got {ids.min()}..{ids.max()}.")
+        raise TrainingError(f"target ids must lie in [0, {vocab_size}); got {ids.min()}..{ids.max()}.")
     counts = np.bincount(ids, minlength=vocab_size)
     keep = [int(i) for i in always_keep]
     for token in keep:
         if not 0 <= token < vocab_size:
-            raise Eagle3Error(f"always_keep id {token} outside [0, {vocab_size}).")
+            raise TrainingError(f"always_keep id {token} outside [0, {vocab_size}).")
     order = np.lexsort((np.arange(vocab_size), -counts))  # by count descending, then id ascending
     chosen: list[int] = list(dict.fromkeys(keep))[:size]
     seen = set(chosen)
@@ -95,7 +95,7 @@ def vocabulary_from_d2t(d2t: Any, vocab_size: int) -> DraftVocabulary:
     d2t = np.asarray(d2t, dtype=np.int64)
     target_ids = d2t + np.arange(len(d2t), dtype=np.int64)
     if target_ids.min() < 0 or target_ids.max() >= vocab_size:
-        raise Eagle3Error(f"d2t maps draft ids outside the main's vocabulary [0, {vocab_size}).")
+        raise TrainingError(f"d2t maps draft ids outside the main's vocabulary [0, {vocab_size}).")
     if len(np.unique(target_ids)) != len(target_ids):
-        raise Eagle3Error("d2t maps two draft ids to the same target id.")
+        raise TrainingError("d2t maps two draft ids to the same target id.")
     return DraftVocabulary(target_ids, vocab_size, float("nan"))

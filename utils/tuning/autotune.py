@@ -30,9 +30,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from utils.decoding.decoding_metrics import cost_ratio, per_token_acceptance, verification_cost
-from utils.decoding.generation_reports import repeats_direction
-from utils.decoding.speedup_model import predicted_speedup_with_step_times
+from utils.decoding.decoding_metrics import per_token_acceptance, verdict
+from utils.decoding.speedup_model import MeasuredStepTimes, theory_rows
+
+__all__ = ["K_KNOB", "THRESHOLD_KNOB", "MeasuredStepTimes", "Trial", "TuneResult", "autotune", "autotune_pair",
+           "recommendation_rows", "theory_rows", "within_tolerance"]
 
 K_KNOB = "num_assistant_tokens"
 THRESHOLD_KNOB = "assistant_confidence_threshold"
@@ -51,33 +53,6 @@ class Trial:
     speedup: float
     tokens_per_pass: float | None = None
     seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class MeasuredStepTimes:
-    """Measured step times: draft one-token step, and main step as a function of tokens processed.
-
-    main_step_ms(n) is the time of one main-model pass over n tokens; plain
-    decoding runs n=1, verifying K proposals runs n=K+1. With a flat
-    main_step_ms this is exactly Leviathan's model with c = draft / main(1).
-    """
-
-    draft_step_ms: float
-    main_step_ms: Callable[[int], float]
-
-    @property
-    def cost_ratio(self) -> float:
-        """Leviathan's c (`utils.decoding.decoding_metrics.cost_ratio`): draft step over the main model's one-token step."""
-        return cost_ratio(self.draft_step_ms, self.main_step_ms(1))
-
-    def verify_over_plain_step(self, k: int) -> float:
-        """Main step over K + 1 tokens relative to its one-token step (`utils.decoding.decoding_metrics.verification_cost`)."""
-        return verification_cost(self.main_step_ms(k + 1), self.main_step_ms(1))
-
-    def predicted_speedup(self, acceptance: float, k: int) -> float:
-        """Expected tokens per pass x plain step time / (K draft steps + one main step over K+1 tokens)."""
-        return predicted_speedup_with_step_times(acceptance, k, self.draft_step_ms, self.main_step_ms(1),
-                                                 self.main_step_ms(k + 1))
 
 
 @dataclass
@@ -338,57 +313,6 @@ def autotune_pair(
 # --------------------------------------------------------------------------- theory and recommendations
 
 
-def theory_rows(k_rows: Sequence[dict], cost_model: MeasuredStepTimes) -> list[dict]:
-    """Measured speed-up per K next to what the theory predicts from that run's own acceptance.
-
-    k_rows: `SweepResult.rows()` of a K sweep (one group). For each K:
-    leviathan uses a_K (the per-token acceptance explaining that K's tokens per
-    pass) and c = draft step / plain main step; with_verification also charges
-    the measured time of verifying K+1 tokens; pooled uses one a for all K
-    (the mean of the a_K), as the formula assumes.
-    """
-    usable = [row for row in k_rows if row.get("per_token_acceptance") is not None and row.get("speedup")]
-    if not usable:
-        return []
-    pooled = sum(row["per_token_acceptance"] for row in usable) / len(usable)
-    rows = []
-    for row in sorted(usable, key=lambda row: row["value"]):
-        k, acceptance = int(row["value"]), row["per_token_acceptance"]
-        leviathan = predicted_speedup_with_step_times(acceptance, k, cost_model.cost_ratio, 1.0, 1.0)
-        with_verification = cost_model.predicted_speedup(acceptance, k)
-        rows.append({
-            "K": k,
-            "measured": row["speedup"],
-            "a_K": acceptance,
-            "leviathan": leviathan,
-            "leviathan_pooled_a": predicted_speedup_with_step_times(pooled, k, cost_model.cost_ratio, 1.0, 1.0),
-            "with_verification_cost": with_verification,
-            "verify_over_plain_step": cost_model.verify_over_plain_step(k),
-            "leviathan_error": leviathan / row["speedup"] - 1.0,
-            "with_verification_error": with_verification / row["speedup"] - 1.0,
-        })
-    return rows
-
-
-def verdict(speedup: float | None, tolerance: float = 0.05,
-            spread: tuple[float | None, float | None] = (None, None)) -> str:
-    """Plain words for a measured speed-up: pays off, break-even (within tolerance), unclear or slower.
-
-    spread: the slowest and fastest repeat (`utils.tuning.sweeps.repeat_spread`); a speed-up whose repeats fall on
-    both sides of 1.00x (`utils.decoding.generation_reports.repeats_direction`) has no clear verdict.
-    """
-    if speedup is None:
-        return "not comparable (token counts differed)"
-    if abs(speedup - 1.0) < tolerance:
-        return f"break-even (within {tolerance:.0%}): plain decoding is simpler"
-    slowest, fastest = spread
-    if slowest is not None and fastest is not None and repeats_direction(slowest, fastest) == "unclear":
-        return "no clear verdict: the repeats fall on both sides of 1.00x"
-    if speedup >= 1.0 + tolerance:
-        return "speculation pays off"
-    return "slower than plain decoding: do not speculate"
-
-
 def spread_text(row: dict) -> str:
     """"1.05x-1.21x (3 repeats)" from a sweep row, or "one repeat" when there is nothing to spread."""
     if row.get("repeats", 0) < 2 or row.get("slowest_repeat") is None:
@@ -410,6 +334,11 @@ def load_spread(plain: dict, speculative: dict) -> dict:
     return {"repeats": len(samples), "slowest_repeat": min(samples), "fastest_repeat": max(samples)}
 
 
+def _verdict(speedup: float | None, slowest: float | None, fastest: float | None) -> str:
+    """`decoding_metrics.verdict` of a row's repeats (its slowest and fastest); a row of one run is its one repeat."""
+    return verdict([slowest, fastest] if slowest is not None and fastest is not None else [speedup])
+
+
 def _value_text(knob: str, value: Any) -> str:
     if knob == K_KNOB:
         return f"K={value}"
@@ -423,14 +352,13 @@ def recommendation_rows(
     threshold_sweep: Any = None,
     draft_sweep: Any = None,
     concurrency: Sequence[dict] | None = None,
-    tolerance: float = 0.05,
 ) -> list[dict]:
     """Recommendations derived from measured sweeps only: per task type, prompt length, draft and load.
 
     Sweeps are `utils.tuning.sweeps.SweepResult`s; concurrency is the row list of
     `utils.tuning.concurrency.measure_concurrency`. Each row names the best measured
     setting, its speed-up over plain decoding (throughput ratio for load rows),
-    the spread of that speed-up over repeats, and a verdict that reads the spread.
+    the spread of that speed-up over repeats, and the verdict of that spread (`decoding_metrics.verdict`).
     """
     rows = []
     scopes = [("task", "task"), ("prompt length", "length"), ("all prompts", None)]
@@ -449,14 +377,14 @@ def recommendation_rows(
                 "speed-up": winner["speedup"],
                 "spread over repeats": spread_text(winner),
                 "outputs identical": winner["identical"],
-                "verdict": verdict(winner["speedup"], tolerance, (winner["slowest_repeat"], winner["fastest_repeat"])),
+                "verdict": _verdict(winner["speedup"], winner["slowest_repeat"], winner["fastest_repeat"]),
             })
     if draft_sweep is not None:
         for _, best in draft_sweep.best(None).items():
             rows.append({"scope": "draft model and precision", "best K": "-", "best threshold": "-",
                          "recommended": str(best["value"]), "speed-up": best["speedup"],
                          "spread over repeats": spread_text(best), "outputs identical": best["identical"],
-                         "verdict": verdict(best["speedup"], tolerance, (best["slowest_repeat"], best["fastest_repeat"]))})
+                         "verdict": _verdict(best["speedup"], best["slowest_repeat"], best["fastest_repeat"])})
     if concurrency:
         by_level = {(row["concurrency"], row["mode"]): row for row in concurrency}
         for level in sorted({row["concurrency"] for row in concurrency}):
@@ -467,5 +395,5 @@ def recommendation_rows(
                          "recommended": "speculative" if ratio >= 1.0 else "plain",
                          "speed-up": ratio, "spread over repeats": spread_text(spread),
                          "outputs identical": speculative["identical_to_plain"],
-                         "verdict": verdict(ratio, tolerance, (spread["slowest_repeat"], spread["fastest_repeat"]))})
+                         "verdict": _verdict(ratio, spread["slowest_repeat"], spread["fastest_repeat"])})
     return rows

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from utils.decoding.generation import DecodingSettings
+from utils.decoding.measurement import interleaved_runs
 from utils.decoding.pipelines import LoadedPipeline, SpeculationSetupError, make_scheduler_config
 from utils.decoding.prompts import Prompt, as_prompt
 from utils.models.model_catalogue import ModelPair
@@ -83,23 +84,21 @@ def measure_concurrency(
             speculative = pool.get(pipeline)
             texts = [prompt.text for prompt in batch]
             candidates = (("plain", plain, plain_settings), ("speculative", speculative, settings))
-            for _, loaded, mode_settings in candidates:  # warm-up at this batch size
-                _generate_batch(loaded, texts, mode_settings)
-            walls: dict[str, list[float]] = {"plain": [], "speculative": []}
-            outputs: dict[str, tuple[int, list[str]]] = {}
-            for _ in range(repeats):
-                for mode, loaded, mode_settings in candidates:
-                    wall, tokens, generated = _generate_batch(loaded, texts, mode_settings)
-                    walls[mode].append(wall)
-                    outputs[mode] = (tokens, generated)
+            runners = [lambda batch_texts, loaded=loaded, mode_settings=mode_settings:
+                       _generate_batch(loaded, batch_texts, mode_settings) for _, loaded, mode_settings in candidates]
+            # the one measurement loop: a warm-up at this batch size, then plain and speculative alternate
+            (plain_runs,), (speculative_runs,) = interleaved_runs(runners, [texts], repeats=repeats,
+                                                                  show_progress=False)
+            outputs = {"plain": plain_runs.runs[-1].result[1:], "speculative": speculative_runs.runs[-1].result[1:]}
             measured = []
-            for mode in ("plain", "speculative"):
+            for mode, runs in (("plain", plain_runs), ("speculative", speculative_runs)):
                 tokens, generated = outputs[mode]
-                median_wall = statistics.median(walls[mode])
+                walls = [run.result[0] for run in runs.runs]
+                median_wall = statistics.median(walls)
                 measured.append({
                     "concurrency": level, "mode": mode, "latency_seconds": median_wall,
                     "generated_tokens": tokens, "tokens_per_second": tokens / median_wall,
-                    "wall_seconds_all": walls[mode],
+                    "wall_seconds_all": walls,
                     "identical_to_plain": generated == outputs["plain"][1],
                 })
             return measured

@@ -221,16 +221,6 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     }
 
 
-def repeat_spread(candidates: Sequence[GenerationRecord],
-                  plain: Sequence[GenerationRecord]) -> tuple[int, float | None, float | None]:
-    """(repeats, slowest, fastest) speed-up of one group of prompts over the repeats of an interleaved run
-    (`utils.decoding.generation_reports.repeat_speedups`); (0, None, None) without repeat times."""
-    samples = repeat_speedups(plain, candidates)
-    if not samples:
-        return 0, None, None
-    return len(samples), min(samples), max(samples)
-
-
 @dataclass
 class PointResult:
     """One measured sweep point: its compared records (plain references and the candidate)."""
@@ -265,8 +255,9 @@ class SweepResult:
     def rows(self, by: str | None = None, prompt_ids: Sequence[str] | None = None) -> list[dict]:
         """One row per (point, group); by = None (all prompts), 'task', 'length' or 'prompt'.
 
-        Each row has `summarise_records`' fields and the spread over repeats (`repeat_spread`): repeats,
-        slowest_repeat, fastest_repeat. prompt_ids restricts the summary to those prompts (e.g. the auto-tuner's
+        Each row has `summarise_records`' fields and the speed-up of every repeat
+        (`generation_reports.repeat_speedups`): "speedup" is their median (the glossary's speed-up; without repeat
+        times, total plain / total time of the median runs), repeats, slowest_repeat, fastest_repeat. prompt_ids restricts the summary to those prompts (e.g. the auto-tuner's
         sample).
         """
         lengths = {prompt.id: prompt.length for prompt in self.prompts}
@@ -279,17 +270,20 @@ class SweepResult:
                 groups.setdefault(_group_of(record, by, lengths), []).append(record)
             k = result.point.settings.num_assistant_tokens
             for group, members in groups.items():
-                repeats, slowest, fastest = repeat_spread(members, result.plain_records)
+                samples = repeat_speedups(result.plain_records, members)
+                summary = summarise_records(members, k if result.point.settings.assistant_confidence_threshold is None
+                                            else None)
+                if samples and summary["speedup"] is not None:
+                    summary["speedup"] = statistics.median(samples)
                 rows.append({
                     "knob": result.point.knob,
                     "value": result.point.value,
                     "group": group,
                     "pipeline": result.point.pipeline.label,
-                    **summarise_records(members, k if result.point.settings.assistant_confidence_threshold is None
-                                        else None),
-                    "repeats": repeats,
-                    "slowest_repeat": slowest,
-                    "fastest_repeat": fastest,
+                    **summary,
+                    "repeats": len(samples),
+                    "slowest_repeat": min(samples, default=None),
+                    "fastest_repeat": max(samples, default=None),
                     "from_cache": result.from_cache,
                 })
         return rows

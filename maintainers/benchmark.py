@@ -1,11 +1,11 @@
-"""Benchmark plain, speculative and prompt-lookup decoding on one model pair: `python -m utils.decoding.benchmark`.
+"""Benchmark plain, speculative and prompt-lookup decoding on one model pair: `python -m maintainers.benchmark`.
 
-    python -m utils.decoding.benchmark                                  # offline pair, int4 draft, K=3, default precision
-    python -m utils.decoding.benchmark --draft int8 --precision f32 -k 2 4
-    python -m utils.decoding.benchmark --threshold 0.3 0.6 --tasks code chat --json build/bench.json
-    python -m utils.decoding.benchmark --main-dir models/x-ov --draft-dir models/y-ov   # any two folders
-    python -m utils.decoding.benchmark --pair qwen2.5-coder --precision f32 --draft-precision bf16   # exact main, fast draft
-    python -m utils.decoding.benchmark --pair qwen2.5-coder --precision f32 --fast-main   # the main's fast path kept
+    python -m maintainers.benchmark                                  # offline pair, int4 draft, K=3, default precision
+    python -m maintainers.benchmark --draft int8 --precision f32 -k 2 4
+    python -m maintainers.benchmark --threshold 0.3 0.6 --tasks code chat --json build/bench.json
+    python -m maintainers.benchmark --main-dir models/x-ov --draft-dir models/y-ov   # any two folders
+    python -m maintainers.benchmark --pair qwen2.5-coder --precision f32 --draft-precision bf16   # exact main, fast draft
+    python -m maintainers.benchmark --pair qwen2.5-coder --precision f32 --fast-main   # the main's fast path kept
 
 It uses the same functions as notebooks 02 and 03 (`utils.decoding.generation`), so the
 figures agree: every pipeline runs on OpenVINO GenAI's continuous-batching
@@ -31,9 +31,6 @@ else runs on it. Every setting is checked before any model is loaded.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
-import platform
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -67,6 +64,7 @@ from utils.input_checks import (
     context_length,
 )
 from utils.result_files import write_json
+from utils.system.environment_report import measurement_context
 
 MODES_ORDER = ("plain", "speculative", "prompt_lookup")
 LOOKUP_DEFAULT = 3  # --lookup-k and --ngram
@@ -94,7 +92,7 @@ class BenchmarkPlan:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m utils.decoding.benchmark",
+        prog="python -m maintainers.benchmark",
         description="Plain vs speculative vs prompt-lookup decoding with OpenVINO GenAI, measured honestly "
                     "(same backend and precision, warm-up, interleaved repeats, medians, speed-up only for "
                     "equal token counts).",
@@ -266,27 +264,6 @@ def check_prompts_fit(plan: BenchmarkPlan, tokenizer) -> None:
             check_prompt_fits(length, settings.max_new_tokens, context, f"{plan.main_dir.name} (prompt {prompt.id})")
 
 
-def measurement_context() -> dict:
-    """Where and when the numbers were taken (they only hold for that machine and load)."""
-    import importlib.metadata
-
-    from utils.system.environment_report import cpu_features
-
-    try:
-        genai_version = importlib.metadata.version("openvino-genai")
-    except importlib.metadata.PackageNotFoundError:
-        genai_version = "not installed"
-    return {
-        "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": platform.machine(),
-        "processor": platform.processor() or platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "openvino_genai": genai_version,
-        "cpu": cpu_features(),  # VNNI/AMX decide int4 speed, and (f32 aside) whether outputs stay exact
-    }
-
-
 def summary_table(records: Sequence[GenerationRecord]) -> str:
     """The per-(mode, setting) totals as a text table."""
     from utils.tables import text_table
@@ -346,7 +323,7 @@ def best_by_task_line(records: Sequence[GenerationRecord]) -> str:
 def best_lossless_line(records: Sequence[GenerationRecord], argv: Sequence[str]) -> str:
     """One line: the best lossless setting of this run, its speed-up, and the command that reproduces the run."""
     best = best_lossless(summarise(records))
-    command = "python -m utils.decoding.benchmark " + " ".join(argv)
+    command = "python -m maintainers.benchmark " + " ".join(argv)
     if best is None:
         return f"best lossless configuration: none (no setting matched plain on every prompt). Run: {command}"
     return (f"best lossless configuration: {best['mode']} {best['setting']}, {best['speedup_vs_plain']:.2f}x over "

@@ -83,13 +83,3 @@ def build_tokenizer(fields: dict, end_of_turn_token: str = "<|im_end|>"):
     )
     tokenizer.chat_template = fields["chat_template"]
     return tokenizer
-
-
-TOKENIZER_TEST_TEXT = (
-    "Hello world\nfoo. Speculative decoding lets a small draft propose tokens.\n"
-    "def add(a: int, b: int) -> int:\n    return a + b  # sum\n\n"
-    "Digits: 3.14159, 2026-11-29, 1234567890 and 007.\n"
-    "Whitespace runs:    four spaces,\t\ttabs,\n\n\nnewlines.\n"
-    "Non-ASCII: café, naïve, Straße, 日本語, emoji 🚀, Ελληνικά.\n"
-    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n"
-)

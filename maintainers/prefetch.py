@@ -2,9 +2,9 @@
 
 Run it on a machine with a network, before the session:
 
-    python -m utils.models.prefetch --pairs dolly-v2 phi-3
-    python -m utils.models.prefetch --pairs phi-3 --source modelscope huggingface
-    python -m utils.models.prefetch --pairs dolly-v2 --models-dir /media/usb/models --dry-run
+    python -m maintainers.prefetch --pairs dolly-v2 phi-3
+    python -m maintainers.prefetch --pairs phi-3 --source modelscope huggingface
+    python -m maintainers.prefetch --pairs dolly-v2 --models-dir /media/usb/models --dry-run
 
 For every model of the chosen pairs it skips a folder that is already complete
 (it has a `.complete` marker), fetches the others from the first source in
@@ -132,7 +132,12 @@ def fetch_model(entry: PlannedModel) -> None:
     """Make `entry.spec.path` ready from `entry.source` (`utils.models.model_fetch` writes atomically)."""
     from utils.models.model_fetch import get_model
 
-    get_model(entry.spec, None if entry.source == "offline" else entry.source)
+    if entry.source == "offline":
+        from maintainers.offline_pair import prepare_offline_models
+
+        prepare_offline_models()
+    else:
+        get_model(entry.spec, entry.source)
 
 
 def folder_problem(folder: Path) -> str | None:
@@ -211,7 +216,7 @@ def plan_table(plan: Sequence[PlannedModel]) -> str:
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(
-        prog="python -m utils.models.prefetch",
+        prog="python -m maintainers.prefetch",
         description="Fetch model pairs into the models folder ahead of a session, skipping what is "
         "already complete, and print their sizes on disk.",
     )
