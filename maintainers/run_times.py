@@ -46,7 +46,7 @@ TRACK: tuple[Block, ...] = (
     Block("04", (1, 2, 5, 11, 12), 20, "IPEX-LLM's self-draft, then the same idea in OpenVINO"),
     Block("05", (1, 2, 8, 10), 25, "the knobs, the cost of verification, the formula against measurement"),
     Block(None, (), 10, "break"),
-    Block("06", (1, 3, 4, 6), 20, "the main writes its data, a draft trains, its speed-up"),
+    Block("06", (1, 3, 4, 5, 6), 20, "the main writes its data, a draft trains, its speed-up"),
     Block("07", (1, 2, 3, 4), 15, "the playground on the projector: guess the race"),
     Block("08", (1, 2, 3, 4, 5), 15, "an EAGLE-3 head: what it reads, its folder, export and run; the trained "
                                      "head's figures on the projector"),

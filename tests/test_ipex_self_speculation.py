@@ -105,7 +105,7 @@ def test_view_of_the_real_folder_keeps_the_tokenizer(offline_pair) -> None:
     """The rewritten tokenizer.json encodes exactly like the original (checked with today's `tokenizers`)."""
     from tokenizers import Tokenizer
 
-    from utils.models.gguf_tokenizer import TOKENIZER_TEST_TEXT
+    from utils.models.model_check import TOKENIZER_TEST_TEXT
 
     original = Tokenizer.from_file(str(offline_pair.hf / "tokenizer.json"))
     legacy = lv.legacy_tokenizer_json(json.loads((offline_pair.hf / "tokenizer.json").read_text()))

@@ -101,7 +101,7 @@ def device_properties(precision: str | None, threads: int | None = None) -> dict
 #   later step reads them back from the cache. Seen on the same machine: prompt lookup on "code-fibonacci" left
 #   plain decoding at token 45 with dynamic quantisation already off.
 # With both off, every output of those runs equalled plain decoding again.
-# Their price differs: dynamic quantisation is the main model's fast path (`python -m utils.decoding.benchmark --precision f32
+# Their price differs: dynamic quantisation is the main model's fast path (`python -m maintainers.benchmark --precision f32
 # --fast-main` measures it; README quotes the committed runs), the f32 KV cache costs little.
 NO_DYNAMIC_QUANTIZATION: dict[str, Any] = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
 EXACT_KV_CACHE: dict[str, Any] = {"KV_CACHE_PRECISION": "f32"}

@@ -252,7 +252,7 @@ def formula_check(rows: Sequence[dict]) -> list[dict]:
 
 def check_openvino_half(main_python: Path | str, main_folder: Path | str, draft_folders: dict[str, Path]) -> None:
     """Raise now, not after minutes of IPEX-LLM work, if the OpenVINO half cannot run."""
-    how = "Prepare them with `python3 tutorial.py lab` (or `.venv/bin/python -m utils.models.offline_pair`)."
+    how = "Prepare them with `python3 tutorial.py lab` (or `.venv/bin/python -m maintainers.offline_pair`)."
     if not Path(main_python).exists():
         raise SelfSpeculationError(
             f"{main_python} does not exist: the main environment (with openvino-genai) is not set up. Run "

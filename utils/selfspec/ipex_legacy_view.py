@@ -22,7 +22,7 @@ def check_hf_folder(folder: Path | str) -> Path:
     """The Hugging Face model folder, checked before anything is loaded."""
     folder = Path(folder).expanduser()
     how = ("Prepare it from the main environment: `python3 tutorial.py lab`, or "
-           "`.venv/bin/python -m utils.models.offline_pair` in the repository.")
+           "`.venv/bin/python -m maintainers.offline_pair` in the repository.")
     if not folder.is_dir():
         raise LegacyViewError(f"Model folder {folder} does not exist. {how}")
     missing = [name for name in ("config.json", "tokenizer.json") if not (folder / name).is_file()]

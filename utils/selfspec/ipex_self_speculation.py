@@ -72,7 +72,7 @@ def load_ipex_tokenizer(view: Path | str) -> Any:
     if tokenizer.eos_token != "<|im_end|>" and tokenizer.chat_template and "<|im_end|>" in tokenizer.chat_template:
         raise SelfSpeculationError(
             f"eos token is {tokenizer.eos_token!r}, but chat turns end with '<|im_end|>': generation would not "
-            "stop at the end of the answer. Rebuild the folder (python -m utils.models.offline_pair --force).")
+            "stop at the end of the answer. Rebuild the folder (python -m maintainers.offline_pair --force).")
     if "token_type_ids" in tokenizer("a"):
         raise SelfSpeculationError("The tokenizer returns token_type_ids, which breaks generate(); "
                                    "set model_input_names to ['input_ids', 'attention_mask'].")
@@ -133,7 +133,7 @@ def check_weights(model: Any, tokenizer: Any, max_perplexity: float = 100.0) -> 
     if not perplexity < max_perplexity:
         raise SelfSpeculationError(
             f"Perplexity {perplexity:.0f} on plain English: the weights (probably lm_head) are wrong. "
-            "Rebuild the model folder: python -m utils.models.offline_pair --force")
+            "Rebuild the model folder: python -m maintainers.offline_pair --force")
     return perplexity
 
 

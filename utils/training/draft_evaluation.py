@@ -67,7 +67,7 @@ def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any],
     acceptance `a`
     explaining its tokens per main pass ("per_token_acceptance"), the acceptance
     rate from GenAI's counters (both pooled over prompts, `utils.decoding.decoding_metrics`),
-    and how many prompts gave output identical to plain decoding - in the shape `utils.tuning.autotune.theory_rows` takes ("value" = K),
+    and how many prompts gave output identical to plain decoding - in the shape `utils.decoding.speedup_model.theory_rows` takes ("value" = K),
     and the compared records.
     """
     from utils.decoding.decoding_metrics import per_token_acceptance as per_token_acceptance_for

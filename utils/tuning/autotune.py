@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from utils.decoding.decoding_metrics import per_token_acceptance, verdict
-from utils.decoding.speedup_model import MeasuredStepTimes, theory_rows
+from utils.decoding.speedup_model import MeasuredStepTimes
 
-__all__ = ["K_KNOB", "THRESHOLD_KNOB", "MeasuredStepTimes", "Trial", "TuneResult", "autotune", "autotune_pair",
-           "recommendation_rows", "theory_rows", "within_tolerance"]
+__all__ = ["K_KNOB", "THRESHOLD_KNOB", "Trial", "TuneResult", "autotune", "autotune_pair",
+           "recommendation_rows", "within_tolerance"]
 
 K_KNOB = "num_assistant_tokens"
 THRESHOLD_KNOB = "assistant_confidence_threshold"
