@@ -49,7 +49,7 @@ GET_PYTHON_311 = ("Debian 12: `sudo apt install python3.11 python3.11-venv`; Ubu
 # The locks pin wheels built for CPython 3.11 on x86_64 Linux with glibc 2.28 or newer (manylinux_2_28).
 SUPPORTED_MACHINES = ("x86_64", "amd64")
 MINIMUM_GLIBC = (2, 28)
-# Commands that run a module of utils/ with the rest of the command line (so `benchmark --help` is the module's help).
+# Commands that run a module of maintainers/ with the rest of the command line (so `benchmark --help` is the module's help).
 TOOL_MODULES = {"prefetch": "maintainers.prefetch", "run-notebooks": "maintainers.run_notebooks",
                 "benchmark": "maintainers.benchmark", "refresh-outputs": "maintainers.notebook_outputs"}
 # The notebooks read this in their Parameters cell: "full" (the default, and the reference run's) or "quick" (fewer

@@ -374,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     formula = formula_table(records, plan.target_speedup)
     if formula is not None:
         print("\nThe formula beside the measurement, per task (utils.decoding.generation_reports.formula_by_task): a from the "
-              "tokens per main pass, c = draft step / verification pass, 'verify / plain' = what checking K+1 tokens "
+              "tokens per main pass, c = draft step / plain main step, 'verify / plain' = what checking K+1 tokens "
               "costs over one plain step, the prediction with the three measured step times, and the same with a "
               "draft that costs nothing (the ceiling the verification pass leaves); 'draft / plain' = the draft step "
               f"over a plain step, beside the dearest one that would reach {plan.target_speedup:g}x here "

@@ -232,10 +232,15 @@ def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.M
         steps = [1] + [round(world.tokens_per_pass(k))] * 4 + [1]
         fields = {f.name: None for f in dataclasses.fields(GenerationRecord)
                   if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-        return [GenerationRecord(**{**fields, "mode": "speculative", "prompt_id": prompt.id, "wall_seconds": 1.0,
-                                    "generated_tokens": sum(steps), "tokens_per_step": steps,
-                                    "speedup_vs_plain": world.speedup(k), "identical_to_plain": True})
-                for prompt in prompts]
+        plain_seconds = world.speedup(k)  # the speculative run takes 1 s: plain time = the speed-up
+        plain = [GenerationRecord(**{**fields, "mode": "plain", "prompt_id": prompt.id, "wall_seconds": plain_seconds,
+                                     "wall_seconds_all": [plain_seconds] * repeats, "generated_tokens": sum(steps)})
+                 for prompt in prompts]
+        return plain + [GenerationRecord(**{**fields, "mode": "speculative", "prompt_id": prompt.id,
+                                            "wall_seconds": 1.0, "wall_seconds_all": [1.0] * repeats,
+                                            "generated_tokens": sum(steps), "tokens_per_step": steps,
+                                            "speedup_vs_plain": world.speedup(k), "identical_to_plain": True})
+                        for prompt in prompts]
 
     monkeypatch.setattr(sweeps, "measure_point", fake_measure_point)
     cache = ResultCache(tmp_path / "cache")

@@ -37,7 +37,7 @@ def test_a_documented_module_command_runs(module: str, documents: list[str]) -> 
 
 
 def test_nothing_names_a_module_path_that_moved(tmp_path: Path) -> None:
-    """The check itself: an old path (utils.offline_pair moved to utils.models) would not run."""
+    """The check itself: an old path (utils.offline_pair, which moved to maintainers) would not run."""
     shown = subprocess.run([sys.executable, "-m", "utils.offline_pair", "--help"], cwd=REPO_ROOT,
                            capture_output=True, text=True, timeout=300)
     assert shown.returncode != 0

@@ -13,9 +13,9 @@ def test_verdicts_follow_the_one_rule_over_repeats_and_flag_noise() -> None:
     theory = [{"K": 1, "a_K": 0.03, "with_verification_cost": 0.85},
               {"K": 2, "a_K": 0.25, "with_verification_cost": 0.97},
               {"K": 3, "a_K": 0.25, "with_verification_cost": 1.0}]
-    rows = [{"speedup": 1.12, "repeat_speedups": [1.10, 1.12, 1.15]},
-            {"speedup": 0.95, "repeat_speedups": [0.93, 0.95, 0.99]},
-            {"speedup": 1.01, "repeat_speedups": [0.98, 1.01, 1.04]}]
+    rows = [{"K": 3, "speedup": 1.01, "repeat_speedups": [0.98, 1.01, 1.04]},  # measured in another order: paired by K
+            {"K": 1, "speedup": 1.12, "repeat_speedups": [1.10, 1.12, 1.15]},
+            {"K": 2, "speedup": 0.95, "repeat_speedups": [0.93, 0.95, 0.99]}]
     first, second, third = dev.speedup_verdicts(theory, rows)
     assert "1.12x [1.10x-1.15x] (faster)" in first and "noise" in first and "0.85x" in first
     assert "(slower)" in second and "noise" not in second

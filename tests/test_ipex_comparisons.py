@@ -73,7 +73,8 @@ def test_summary_rows_match_the_openvino_rows() -> None:
     assert ipex_row["speed-up (median)"] == pytest.approx(2.2)
     assert ipex_row["identical to plain"] is True
     assert ipex_row["k"] == pytest.approx(3.0)  # mean drafted per step, not rounded
-    plain = {"mode": "plain", "draft": None, "prompt_id": "p", "tpot_ms": 50.0, "wall_seconds_all": [1.0, 1.2]}
+    plain = {"mode": "plain", "draft": None, "prompt_id": "p", "tpot_ms": 50.0, "wall_seconds_all": [1.0, 1.2],
+             "generated_tokens": 10}
     openvino = {"settings": {"num_assistant_tokens": 3}, "records": [plain,
         {"mode": "speculative", "draft": "int4", "setting": "K=3", "prompt_id": "p", "generated_tokens": 10,
          "wall_seconds_all": [0.5, 0.6], "acceptance_rate": 0.8, "tokens_per_step": [1, 4, 2, 2],

@@ -250,6 +250,13 @@ def test_summary_of_fabricated_records() -> None:
     assert sweeps.summarise_records(records, draft_length=None)["per_token_acceptance"] is None
 
 
+def test_summary_leaves_out_counters_genai_got_wrong() -> None:
+    """GenAI now and then reports more accepted than drafted tokens: such a record's counters are not pooled."""
+    records = [record(speedup_vs_plain=1.0, accepted_tokens=2, draft_tokens=0),
+               record(speedup_vs_plain=1.0, accepted_tokens=3, draft_tokens=4)]
+    assert sweeps.summarise_records(records, draft_length=2)["acceptance_rate"] == pytest.approx(3 / 4)
+
+
 # --------------------------------------------------------------------------- recommendations from sweep results
 
 

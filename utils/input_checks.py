@@ -4,8 +4,8 @@ Used by the command-line tools (`maintainers.benchmark`, `maintainers.run_notebo
 by `utils.decoding.generation` and `utils.decoding.pipelines` (settings, pipelines, prompts). Every input check raises a
 ValueError subclass (`InputError` unless the caller passes its own class), so a
 command line can print the message as a usage error instead of a traceback.
-The one resource check, `require_free_disk` (used by `model_fetch`, `offline_pair`, `coder_pair`;
-`prefetch` reads `free_disk_bytes`), raises `InsufficientDiskError`, an OSError, unless told otherwise.
+The one resource check, `require_free_disk` (used by `utils.models.model_fetch` and by the builders
+`maintainers.offline_pair` and `maintainers.coder_pair`; `maintainers.prefetch` reads `free_disk_bytes`), raises `InsufficientDiskError`, an OSError, unless told otherwise.
 
     as_integer(np.int64(3), "K", minimum=1)       -> 3
     as_integer(-1, "--seed", minimum=0, maximum=9) -> InputError: --seed must be an integer from 0 to 9, got -1.

@@ -230,7 +230,7 @@ def formula_check(rows: Sequence[dict]) -> list[dict]:
 
     checked = []
     for row in rows:
-        if row["tokens/pass"] is None or row["cost ratio c"] is None:
+        if None in (row["tokens/pass"], row["cost ratio c"], row["verify pass / plain step"], row["speed-up (median)"]):
             continue
         draft_length, cost_ratio = row["k"], row["cost ratio c"]
         acceptance = decoding_metrics.per_token_acceptance(row["tokens/pass"], draft_length)

@@ -6,7 +6,9 @@ probability falls below ``th_stop_draft`` (or after ``max_step_draft`` tokens), 
 
     recipe = article_recipe(pick_device())                              # bf16 on CPU, fp16 on XPU
     tokenizer = load_ipex_tokenizer(view)                               # view: ipex_legacy_view.legacy_model_view
-    run = generate_greedy(model, encode_chat(tokenizer, "Why?"), max_new_tokens=48)   # run.stats from IPEX-LLM
+    model, _ = load_self_speculative(view, recipe)                      # main + its sym_int4 self-draft
+    ids = encode_chat(tokenizer, "Why?")
+    run = generate_greedy(model, ids, max_new_tokens=48)   # run.stats from IPEX-LLM
     plain = generate_greedy(model, ids, max_new_tokens=48, speculative=False)        # same weights, no draft
 
 Functions that take a model import torch / ipex_llm inside, so the module imports anywhere. Timing is

@@ -77,7 +77,9 @@ def openvino_summary_rows(results: dict) -> list[dict]:
         if record["mode"] != "speculative":
             continue
         reference = plain[record["prompt_id"]]
-        samples = [base / other for base, other in zip(reference["wall_seconds_all"], record["wall_seconds_all"], strict=True)]
+        samples = ([base / other for base, other in zip(reference["wall_seconds_all"], record["wall_seconds_all"],
+                                                         strict=True)]
+                   if record["generated_tokens"] == reference["generated_tokens"] else [])
         main, draft = record.get("main_model_metrics") or {}, record.get("draft_model_metrics") or {}
         verify_ms = metrics.verification_pass_ms(main) if main.get("passes", 0) >= 2 else None
         draft_ms = metrics.draft_step_ms(draft) if draft else None
@@ -86,7 +88,8 @@ def openvino_summary_rows(results: dict) -> list[dict]:
         rows.append({
             "backend": "OpenVINO GenAI", "draft": f"{record['draft']} copy", "setting": record["setting"],
             "prompt": record["prompt_id"], "tokens": record["generated_tokens"],
-            "speed-up (median)": statistics.median(samples), "speed-up": metrics.speedup_text(samples),
+            "speed-up (median)": statistics.median(samples) if samples else None,
+            "speed-up": metrics.speedup_text(samples),
             "acceptance": record["acceptance_rate"], "k": results["settings"]["num_assistant_tokens"],
             "tokens/pass": metrics.tokens_per_main_pass(steps) if steps else None,
             "identical to plain": record["identical_to_plain"], "first difference": record["first_difference"],

@@ -45,8 +45,10 @@ def speedup_verdicts(theory: Sequence[dict], rows: Sequence[dict], noise: float 
     """
     from utils.decoding.decoding_metrics import speedup_text, verdict
 
+    measured_by_k = {row["K"]: row for row in rows}
     sentences = []
-    for row, measured in zip(theory, rows, strict=True):
+    for row in theory:
+        measured = measured_by_k[row["K"]]
         samples, predicted = measured["repeat_speedups"], row["with_verification_cost"]
         sentence = (f"K={row['K']}: {speedup_text(samples)} ({verdict(samples)}); the formula predicts "
                     f"{predicted:.2f}x from a = {row['a_K']:.2f} and the measured step times")

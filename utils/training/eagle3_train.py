@@ -8,7 +8,7 @@ poor. So every batch is unrolled `unroll_steps` times in parallel
 places ahead from the step-(j-1) outputs, and the loss is
 sum_j step_weight**j x cross-entropy_j.
 
-Labels are the main's own greedy choices (`eagle3.hidden`), mapped into the
+Labels are the main's own greedy choices (`utils.training.eagle3_hidden`), mapped into the
 draft vocabulary; positions whose choice lies outside it carry no loss (the
 head cannot propose them) but count as misses in the accuracies.
 """

@@ -25,6 +25,7 @@ measurements through `utils.tuning.sweeps`.
 """
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -284,19 +285,22 @@ def autotune_pair(
         bar = tqdm(total=len(values), desc=f"auto-tune {knob}")
 
     def measure(value: Any) -> Trial:
+        from utils.decoding.generation_reports import repeat_speedups
         from utils.tuning.sweeps import summarise_records
 
         began = time.monotonic()
         point = make_points([value], max_new_tokens, pipeline)[0]
         records = measure_point(pool, point, prompt_list, warmup=0, repeats=repeats)
-        summary = summarise_records([record for record in records if record.mode != "plain"],
-                                    value if knob == K_KNOB else None)
-        if summary["speedup"] is None:
+        candidates = [record for record in records if record.mode != "plain"]
+        summary = summarise_records(candidates, value if knob == K_KNOB else None)
+        samples = repeat_speedups([record for record in records if record.mode == "plain"], candidates)
+        if not samples:
             raise RuntimeError(f"No comparable prompt at {knob}={value}: token counts differed from plain decoding.")
+        speedup = statistics.median(samples)
         if bar is not None:
             bar.update(1)
-            bar.set_postfix_str(f"{knob}={value}: {summary['speedup']:.2f}x")
-        return Trial(value, summary["speedup"], summary["tokens_per_pass"], time.monotonic() - began)
+            bar.set_postfix_str(f"{knob}={value}: {speedup:.2f}x")
+        return Trial(value, speedup, summary["tokens_per_pass"], time.monotonic() - began)
 
     remaining = budget_seconds - (time.monotonic() - started)
     result = autotune(measure, values, knob=knob, cost_model=cost_model, budget_seconds=max(remaining, 1e-6),
@@ -330,12 +334,15 @@ def load_spread(plain: dict, speculative: dict) -> dict:
     samples = [(speculative["generated_tokens"] / spec_wall) / (plain["generated_tokens"] / plain_wall)
                for plain_wall, spec_wall in pairs if plain_wall > 0 and spec_wall > 0]
     if not samples:
-        return {"repeats": 0, "slowest_repeat": None, "fastest_repeat": None}
-    return {"repeats": len(samples), "slowest_repeat": min(samples), "fastest_repeat": max(samples)}
+        return {"repeats": 0, "median_repeat": None, "slowest_repeat": None, "fastest_repeat": None}
+    return {"repeats": len(samples), "median_repeat": statistics.median(samples), "slowest_repeat": min(samples),
+            "fastest_repeat": max(samples)}
 
 
 def _verdict(speedup: float | None, slowest: float | None, fastest: float | None) -> str:
     """`decoding_metrics.verdict` of a row's repeats (its slowest and fastest); a row of one run is its one repeat."""
+    if speedup is None:
+        return "not comparable"
     return verdict([slowest, fastest] if slowest is not None and fastest is not None else [speedup])
 
 
@@ -389,8 +396,8 @@ def recommendation_rows(
         by_level = {(row["concurrency"], row["mode"]): row for row in concurrency}
         for level in sorted({row["concurrency"] for row in concurrency}):
             speculative = by_level[(level, "speculative")]
-            ratio = speculative["throughput_vs_plain"]
             spread = load_spread(by_level[(level, "plain")], speculative)
+            ratio = spread["median_repeat"] if spread["repeats"] else speculative["throughput_vs_plain"]
             rows.append({"scope": f"load: {level} request(s) at once", "best K": "-", "best threshold": "-",
                          "recommended": "speculative" if ratio >= 1.0 else "plain",
                          "speed-up": ratio, "spread over repeats": spread_text(spread),

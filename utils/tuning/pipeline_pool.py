@@ -16,7 +16,7 @@ pipeline of a sweep computes token probabilities.
 
 `BoundedPipelines` is the one implementation of load-on-first-use with a bound:
 any key with a `mode` and a `label` (a `PipelineSpec`, the playground's
-`utils.display.playground.PlaygroundPipeline`), a load function, at most `keep`
+`utils.display.playground_choice.PlaygroundPipeline`), a load function, at most `keep`
 pipelines in memory; to make room it frees the least recently used pipeline
 that is not plain (plain references are kept first) and says so in
 `evictions`. `PipelinePool` is `BoundedPipelines` over one pair and device,

@@ -194,8 +194,9 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     plain_seconds = sum(record.wall_seconds * record.speedup_vs_plain for record in records
                         if record.speedup_vs_plain is not None)
     seconds = sum(record.wall_seconds for record in comparable)
-    counted = [(record.accepted_tokens, record.draft_tokens) for record in records
-               if record.accepted_tokens is not None and record.draft_tokens is not None]
+    counted = [(record.accepted_tokens, record.draft_tokens) for record in records  # GenAI's counters, when sane
+               if record.accepted_tokens is not None and record.draft_tokens is not None
+               and 0 <= record.accepted_tokens <= record.draft_tokens]
     acceptance = decoding_metrics.acceptance_rate(sum(accepted for accepted, _ in counted),
                                                   sum(drafted for _, drafted in counted)) if counted else None
     runs = [record.tokens_per_step for record in records if record.tokens_per_step]
