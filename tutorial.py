@@ -12,7 +12,8 @@ Jupyter kernel "IPEX-LLM"), and the offline model pairs in the models folder. Ea
 step is skipped when it is already up to date, so re-running is quick. Before any
 download or conversion, the setup checks the Python, the platform, `ensurepip`, memory
 and disk, and stops (or narrows itself) with one line that says what to do; one setup
-runs at a time in a checkout (a second one waits).
+runs at a time in a checkout (a second one waits). How long each step took on this machine
+goes to build/setup-times.json (the teacher's guide quotes the reference machine's copy, docs/preparation-times.json).
 Standard library only: this file runs before any environment exists.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 import venv
@@ -56,6 +58,7 @@ TOOL_MODULES = {"prefetch": "maintainers.prefetch", "run-notebooks": "maintainer
 # prompts, repeats and settings: every code path, in a fraction of the time). The test command runs them "quick"
 # unless it is set; a workshop on slow laptops may set it too: SPECDEC_RUN_SIZE=quick python3 tutorial.py lab
 RUN_SIZE_ENV = "SPECDEC_RUN_SIZE"
+STRICT_EXACTNESS_ENV = "SPECDEC_STRICT_EXACTNESS"  # an output that parts from plain under f32 fails the run
 # Each environment installs from a lock file: every package, its dependencies included, pinned with sha256 hashes and
 # installed with `pip install --require-hashes --no-deps`. The requirements-*.txt files hold the top-level pins a
 # person edits; `python3 tutorial.py lock` re-makes the locks from them with uv (pinned in requirements.txt).
@@ -101,6 +104,12 @@ CODER_PAIR_MEMORY_BYTES = 12e9
 # One setup at a time in a checkout: `lab` in one terminal and `test` in another would race on the same
 # environments (each is recreated from scratch) and on the models' intermediate files.
 SETUP_LOCK = ROOT / "build" / "setup.lock"
+# How long each step of the last setup that did work took here, and apart the last one that found all up to date
+# (which never overwrites those figures); `python -m maintainers.run_times --setup-times build/setup-times.json`
+# makes a clean clone's the reference figures the teacher's guide quotes.
+SETUP_TIMES = ROOT / "build" / "setup-times.json"
+SETUP_STEPS = {"main_environment": "main environment", "ipex_environment": "IPEX-LLM environment",
+               "offline_pair": "offline pair", "coder_pair": "Qwen2.5-Coder pair", "setup": "whole setup"}
 # JupyterLab settings written into the environment: no "get notified about Jupyter news?" pop-up, no update check.
 LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 # `import utils` in every kernel, wherever the notebook runs from; built with the locked setuptools (no isolated,
@@ -456,28 +465,95 @@ def remaining_disk_needs(build_coder_pair: bool, models: bool) -> dict[Path, flo
     return needs
 
 
-def setup(models: bool = True) -> None:
+def timed(steps: dict[str, dict], name: str, work: Callable[[], bool]) -> None:
+    """Run `work` (True if it did real work, False if all was up to date) and add its time to `steps[name]`."""
+    started = time.perf_counter()
+    did_work = work()
+    step = steps.setdefault(name, {"seconds": 0.0, "did_work": False})
+    step["seconds"] = round(step["seconds"] + time.perf_counter() - started, 1)
+    step["did_work"] = step["did_work"] or did_work
+
+
+def folder_state(folder: Path) -> dict[str, int]:
+    """The folder's entries and when each last changed (hidden ones, such as lock files, left out)."""
+    if not folder.is_dir():
+        return {}
+    return {entry.name: entry.stat().st_mtime_ns for entry in folder.iterdir() if not entry.name.startswith(".")}
+
+
+def build_models(module: str) -> bool:
+    """Run a model builder of maintainers/; True if it built something (a folder of the models folder changed)."""
+    before = folder_state(models_folder())
+    run([env_python(MAIN_ENV), "-m", module], cwd=ROOT)
+    return folder_state(models_folder()) != before
+
+
+def this_machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """The CPU (as /proc/cpuinfo names it, where there is one), its logical cores and the OS."""
+    try:
+        cpu = next(line.partition(":")[2].strip() for line in cpuinfo.read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or platform.machine()
+    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform()}
+
+
+def save_setup_times(steps: dict[str, dict] | None, path: Path | None = None) -> None:
+    """Keep the step times of a setup that did work in `path` (SETUP_TIMES), and say them in one line; a setup that
+    found all up to date goes under "up_to_date" only, leaving the figures of the last one that did work as they are."""
+    if not steps:
+        return
+    path = path or SETUP_TIMES
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    if steps["setup"]["did_work"]:
+        steps = {name: steps[name] for name in SETUP_STEPS if name in steps}
+        record.update(date=date, machine=this_machine(), steps=steps)
+        say("setup times: " + ", ".join(f"{SETUP_STEPS[name]} {step['seconds']:.0f} s"
+                                        + ("" if step["did_work"] else " (up to date)") for name, step in steps.items())
+            + f" (kept in {path})")
+    else:
+        record["up_to_date"] = {"date": date, "seconds": steps["setup"]["seconds"]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def setup(models: bool = True) -> dict[str, dict]:
     """Bring both environments (and, unless models=False, the offline models) up to date, after checks that stop
-    early with one line: Python, platform, memory (else the Coder pair is left out), disk; one setup at a time."""
+    early with one line: Python, platform, memory (else the Coder pair is left out), disk; one setup at a time.
+
+    Returns how long each step took and whether it did work (`save_setup_times` keeps them).
+    """
     check_python()
     check_platform()
+    steps: dict[str, dict] = {}
     with setup_lock():
+        started = time.perf_counter()
         build_coder_pair = not coder_pair_skipped() and coder_pair_fits_memory(total_memory_bytes())
         if not build_coder_pair:
             os.environ[SKIP_CODER_PAIR_ENV] = "1"  # the model builder, JupyterLab and the tests all read it
         problem = disk_problem(remaining_disk_needs(build_coder_pair, models))
         if problem:
             stop(problem)
-        ensure_env(MAIN_ENV, MAIN_LOCKS, after_install=MAIN_AFTER_INSTALL)
-        if build_coder_pair:
-            ensure_extra_lock(MAIN_ENV, CODER_PAIR_REQUIREMENTS, CODER_PAIR_STAMP)
+        timed(steps, "main_environment", lambda: ensure_env(MAIN_ENV, MAIN_LOCKS, after_install=MAIN_AFTER_INSTALL))
+        if build_coder_pair:  # the pair's wheels count as the pair's time
+            timed(steps, "coder_pair", lambda: ensure_extra_lock(MAIN_ENV, CODER_PAIR_REQUIREMENTS, CODER_PAIR_STAMP))
         if IPEX_LOCK.exists():
-            ensure_env(IPEX_ENV, [IPEX_LOCK], after_install=IPEX_AFTER_INSTALL)
+            timed(steps, "ipex_environment", lambda: ensure_env(IPEX_ENV, [IPEX_LOCK], after_install=IPEX_AFTER_INSTALL))
             ensure_ipex_kernel()
         write_lab_settings(MAIN_ENV)
         if models:
-            run([env_python(MAIN_ENV), "-m", "maintainers.offline_pair"], cwd=ROOT)
-            run([env_python(MAIN_ENV), "-m", "maintainers.coder_pair"], cwd=ROOT)  # says what to do if skipped
+            timed(steps, "offline_pair", lambda: build_models("maintainers.offline_pair"))
+            if build_coder_pair:
+                timed(steps, "coder_pair", lambda: build_models("maintainers.coder_pair"))
+            else:
+                run([env_python(MAIN_ENV), "-m", "maintainers.coder_pair"], cwd=ROOT)  # says what to do if skipped
+        steps["setup"] = {"seconds": round(time.perf_counter() - started, 1),
+                          "did_work": any(step["did_work"] for step in steps.values())}
+    return steps
 
 
 def is_root() -> bool:
@@ -485,7 +561,7 @@ def is_root() -> bool:
 
 
 def lab(extra: list[str]) -> None:
-    setup()
+    save_setup_times(setup())
     jupyter = env_program(MAIN_ENV, "jupyter")
     arguments = [str(jupyter), "lab", "notebooks", *extra]
     if is_root() and "--allow-root" not in extra:
@@ -580,11 +656,12 @@ def test(extra: list[str]) -> None:
         check_python()
         check_platform()
         chromium = ensure_chromium()  # before the long setup: a missing browser stops the run within seconds
-    setup()
+    save_setup_times(setup())
     environment = dict(os.environ, MPLBACKEND="agg")
     if chromium is not None:
         environment[CHROMIUM_ENV] = str(chromium)  # the browser test drives the one found here
     environment.setdefault(RUN_SIZE_ENV, "quick")  # nbval checks that every cell runs; the reference run is "full"
+    environment.setdefault(STRICT_EXACTNESS_ENV, "1")  # notebooks print where an output parts from plain; tests fail
     run([env_python(MAIN_ENV), "-m", "pytest", *pytest_arguments(extra)], cwd=ROOT, env=environment)
 
 
@@ -605,7 +682,7 @@ def lock() -> None:
 
 def tool(module: str, extra: list[str]) -> None:
     """Run `python -m module` with the rest of the command line; --help needs the environments, not the models."""
-    setup(models=not {"-h", "--help"} & set(extra))
+    save_setup_times(setup(models=not {"-h", "--help"} & set(extra)))
     run([env_python(MAIN_ENV), "-m", module, *extra], cwd=ROOT)
 
 
@@ -630,7 +707,7 @@ def main(argv: list[str] | None = None) -> None:
     elif arguments.command == "test":
         test(extra)
     elif arguments.command == "setup":
-        setup()
+        save_setup_times(setup())
     elif arguments.command == "lock":
         lock()
     else:

@@ -1,16 +1,23 @@
-"""Times the README and the teacher's guide quote, taken from the notebooks' reference run.
+"""Times the README and the teacher's guide quote, taken from the notebooks' reference run and a clean-clone setup.
 
     python -m maintainers.run_times            # rewrite them from the notebooks' metadata
     python -m maintainers.run_times --check    # exit 1 if a quoted time or the workshop track is out of date
+    python -m maintainers.run_times --setup-times build/setup-times.json   # a clean clone's setup becomes the reference
 
 The README's notebook table ends each row with the notebook's reference-run time, its footnote says between two
 markers which machine and run size made each notebook's run (`machines_sentence`), and the teacher's guide holds the
 3-hour workshop track (`TRACK`) between two markers: which sections of which notebook are the core path, their run
 time (`section_seconds` in the metadata), the whole notebook's, and the minutes planned for the block. Sections
 off the track say "(optional)" in their headings. `python3 tutorial.py refresh-outputs` calls `update_all`.
+
+The guide's preparation times (`preparation_text`, between their own markers) are what `python3 tutorial.py setup`
+recorded on the reference machine from a clean clone (docs/preparation-times.json, copied from that clone's
+build/setup-times.json by `--setup-times`), and for the day-before check the sum of the notebooks' reference runs.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -23,6 +30,11 @@ WORKSHOP_MINUTES = 180
 NOTEBOOK_CORE_MINUTES = 25  # the most a notebook's core path may take to read and run on 2 cores
 TRACK_START, TRACK_END = "<!-- workshop-track:start -->", "<!-- workshop-track:end -->"
 MACHINES_START, MACHINES_END = "<!-- reference-machines:start -->", "<!-- reference-machines:end -->"
+PREPARATION_START, PREPARATION_END = "<!-- preparation-times:start -->", "<!-- preparation-times:end -->"
+# The steps tutorial.py's setup times (its SETUP_STEPS), as the guide names them; "setup" is the whole of it.
+SETUP_STEPS = {"main_environment": "the main environment", "ipex_environment": "the IPEX-LLM environment",
+               "offline_pair": "the offline pair", "coder_pair": "the Qwen2.5-Coder pair (its wheels and its build)",
+               "setup": "the whole setup"}
 _README_ROW = re.compile(r"^(\| (\d\d) \|.*\| )([^|]*?)( \|)$", re.M)
 _SECTION = re.compile(r"^## (\d+)\. (.+)$", re.M)
 
@@ -155,6 +167,67 @@ def guide_with_track(text: str, root: Path = REPO_ROOT) -> str:
     return f"{head}{TRACK_START}\n{track_table(root)}\n{TRACK_END}{tail}"
 
 
+def preparation_times_path(root: Path = REPO_ROOT) -> Path:
+    return root / "docs" / "preparation-times.json"
+
+
+def preparation_text(root: Path = REPO_ROOT) -> str:
+    """How long preparing one machine took: the setup's steps from docs/preparation-times.json (which machine, when),
+    and the day-before check, which runs every notebook: the sum of their reference runs."""
+    record = json.loads(preparation_times_path(root).read_text(encoding="utf-8"))
+    steps, machine = record.get("steps") or {}, record.get("machine") or {}
+
+    def took(name: str) -> str:
+        step = steps.get(name) or {}
+        if step.get("seconds") is None:
+            return "not measured yet"
+        return as_time(step["seconds"]) + ("" if step.get("did_work", True) else " (already up to date)")
+
+    parts = ", ".join(f"{label} {took(name)}" for name, label in SETUP_STEPS.items() if name != "setup")
+    again = (record.get("up_to_date") or {}).get("seconds")
+    second = "has not been timed yet" if again is None else f"took {as_time(again)}"
+    runs = {path.name[:2]: reference_run(path.name[:2], root).get("seconds")
+            for path in sorted((root / "notebooks").glob("[0-9][0-9]-*.ipynb"))}
+    not_run = [number for number, seconds in runs.items() if seconds is None]
+    total = as_time(sum(seconds for seconds in runs.values() if seconds is not None))
+    return (f"- The setup (section 1) took {took('setup')} from a clean clone on {machine.get('cpu', 'an unnamed CPU')} "
+            f"({machine.get('cores', '?')} cores, {machine.get('platform', 'unnamed OS')}) on "
+            f"{record.get('date', 'an unrecorded date')}: {parts}. Our machines install from a package mirror nearby: "
+            "on a laptop the environments and the pair's wheels also wait for their downloads. A second run, with "
+            f"everything up to date, {second}.\n"
+            f"- The day-before check (section 3) runs every notebook: {total} by their reference runs (the sum of the "
+            f"README's times; {machines_sentence(root)})"
+            + (f", without {number_ranges(not_run)}, not run yet." if not_run else "."))
+
+
+def guide_with_preparation(text: str, root: Path = REPO_ROOT) -> str:
+    if PREPARATION_START not in text or PREPARATION_END not in text:
+        raise ValueError(f"the teacher's guide has no {PREPARATION_START} ... {PREPARATION_END} block")
+    head, rest = text.split(PREPARATION_START, 1)
+    _, tail = rest.split(PREPARATION_END, 1)
+    return f"{head}{PREPARATION_START}\n{preparation_text(root)}\n{PREPARATION_END}{tail}"
+
+
+def guide_rewrite(text: str, root: Path = REPO_ROOT) -> str:
+    """The guide with its workshop track and its preparation times written."""
+    return guide_with_preparation(guide_with_track(text, root), root)
+
+
+def adopt_setup_times(source: Path, root: Path = REPO_ROOT) -> Path:
+    """Copy a clean clone's build/setup-times.json to docs/preparation-times.json; refuse one in which a step was
+    skipped or found up to date (it would not time a clean clone)."""
+    record = json.loads(Path(source).read_text(encoding="utf-8"))
+    steps = record.get("steps") or {}
+    idle = [name for name in SETUP_STEPS if not (steps.get(name) or {}).get("did_work")]
+    if idle:
+        raise ValueError(f"{source}: {', '.join(idle)} did no work in that setup (or was skipped): give the build/setup-times.json of "
+                         "`python3 tutorial.py setup` in a clean clone (run twice, to time an up-to-date run too)")
+    record.setdefault("up_to_date", None)
+    target = preparation_times_path(root)
+    target.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return target
+
+
 def track_problems(root: Path = REPO_ROOT) -> list[str]:
     """What breaks the track's promises: too long, a core path over its budget, a missing or mislabelled section."""
     problems = []
@@ -198,20 +271,24 @@ def out_of_date(root: Path = REPO_ROOT) -> list[str]:
         stale.append("README.md: the notebook table's times differ from the reference run")
     if readme_with_machines(text, root) != text:
         stale.append("README.md: the reference run's machines differ from the notebooks' metadata")
-    if guide_with_track(guide.read_text(encoding="utf-8"), root) != guide.read_text(encoding="utf-8"):
+    text = guide.read_text(encoding="utf-8")
+    if guide_with_track(text, root) != text:
         stale.append("docs/teachers-guide.md: the workshop track differs from the reference run")
+    if guide_with_preparation(text, root) != text:
+        stale.append("docs/teachers-guide.md: the preparation times differ from docs/preparation-times.json and the "
+                     "notebooks' reference runs")
     return stale
 
 
 def update_all(root: Path = REPO_ROOT) -> list[Path]:
-    """Rewrite the README's times and the guide's track from the metadata; return the files changed."""
+    """Rewrite the README's times, the guide's track and its preparation times; return the files changed."""
     changed = []
     readme, guide = pages(root)
 
     def readme_rewrite(text: str, root: Path) -> str:
         return readme_with_machines(readme_with_times(text, root), root)
 
-    for path, rewrite in ((readme, readme_rewrite), (guide, guide_with_track)):
+    for path, rewrite in ((readme, readme_rewrite), (guide, guide_rewrite)):
         old = path.read_text(encoding="utf-8")
         new = rewrite(old, root)
         if new != old:
@@ -221,7 +298,21 @@ def update_all(root: Path = REPO_ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return write_then_check(argv, "python -m maintainers.run_times", __doc__.split("\n\n")[0], update_all,
+    parser = argparse.ArgumentParser(prog="python -m maintainers.run_times", add_help=False)
+    parser.add_argument("--setup-times", type=Path, help="a clean clone's build/setup-times.json")
+    arguments, rest = parser.parse_known_args(argv)
+    if arguments.setup_times is not None:
+        if "--check" in rest:
+            parser.error("--setup-times writes docs/preparation-times.json: leave out --check")
+        try:
+            print(f"wrote {adopt_setup_times(arguments.setup_times).relative_to(REPO_ROOT)}")
+        except (OSError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+    summary = __doc__.split("\n\n")[0]
+    description = f"{summary} --setup-times FILE first copies a clean clone's build/setup-times.json to " \
+                  "docs/preparation-times.json."
+    return write_then_check(rest, "python -m maintainers.run_times", description, update_all,
                             lambda: out_of_date() + track_problems())
 
 

@@ -2,6 +2,7 @@
 promises (3 hours, at most 25 minutes per notebook, sections off the track marked optional)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
@@ -89,3 +90,69 @@ def test_the_page_writers_command_writes_unless_asked_only_to_check(tmp_path, ca
     assert written == [] and "a time is out of date" in capsys.readouterr().out
     assert write_then_check([], "prog", "d", write, lambda: [], root=tmp_path) == 0
     assert written == ["called"] and capsys.readouterr().out.strip() == "wrote docs/page.md"
+
+
+SETUP_TIMES = {"date": "2026-12-04 12:24 UTC", "machine": {"cpu": "AMD EPYC", "cores": 2, "platform": "Linux-x"},
+               "steps": {"main_environment": {"seconds": 82.2, "did_work": True},
+                         "ipex_environment": {"seconds": 3.0, "did_work": False},
+                         "offline_pair": {"seconds": 127.3, "did_work": True},
+                         "coder_pair": {"seconds": None, "did_work": True},
+                         "setup": {"seconds": 634.0, "did_work": True}},
+               "up_to_date": {"date": "2026-12-04 12:30 UTC", "seconds": 0.9}}
+
+
+def with_setup_times(root: Path, record: dict) -> None:
+    (root / "docs" / "preparation-times.json").write_text(json.dumps(record))
+    notebook = nbformat.read(root / "notebooks" / "02-x.ipynb", as_version=4)
+    notebook.metadata["reference_run"]["machine"] = {"cpu": "AMD EPYC"}
+    nbformat.write(notebook, root / "notebooks" / "02-x.ipynb")
+
+
+def test_the_guide_says_what_preparing_a_machine_took_and_where(tmp_path: Path) -> None:
+    fake_repository(tmp_path, 432, ["## 1. One"])
+    with_setup_times(tmp_path, SETUP_TIMES)
+    text = run_times.preparation_text(tmp_path)
+    assert ("The setup (section 1) took 10.6 min from a clean clone on AMD EPYC (2 cores, Linux-x) on 2026-12-04 12:24 "
+            "UTC: the main environment 82 s, the IPEX-LLM environment 3 s (already up to date), the offline pair "
+            "2.1 min, the Qwen2.5-Coder pair (its wheels and its build) not measured yet.") in text
+    assert "A second run, with everything up to date, took 1 s." in text
+    assert "The day-before check (section 3) runs every notebook: 7.2 min by their reference runs" in text
+    assert text.endswith("02 on AMD EPYC at run size `full`).")
+    with_setup_times(tmp_path, {key: value for key, value in SETUP_TIMES.items() if key != "up_to_date"})
+    assert "A second run, with everything up to date, has not been timed yet." in run_times.preparation_text(tmp_path)
+
+
+def test_the_preparation_times_are_written_between_their_markers(tmp_path: Path) -> None:
+    fake_repository(tmp_path, 432, ["## 1. One"])
+    with_setup_times(tmp_path, SETUP_TIMES)
+    page = f"intro\n{run_times.PREPARATION_START}\nold: about 7 minutes\n{run_times.PREPARATION_END}\nend\n"
+    fresh = run_times.guide_with_preparation(page, tmp_path)
+    assert fresh == (f"intro\n{run_times.PREPARATION_START}\n{run_times.preparation_text(tmp_path)}\n"
+                     f"{run_times.PREPARATION_END}\nend\n")
+    assert run_times.guide_with_preparation(fresh, tmp_path) == fresh, "a fresh guide is left as it is"
+    assert "7 minutes" not in run_times.hand_written(fresh)  # the prose check sees only what a person wrote
+    with pytest.raises(ValueError, match="preparation-times"):
+        run_times.guide_with_preparation("no markers", tmp_path)
+
+
+def test_only_a_clean_clones_setup_becomes_the_reference(tmp_path: Path, capsys) -> None:
+    (tmp_path / "docs").mkdir()
+    source = tmp_path / "setup-times.json"
+    source.write_text(json.dumps(SETUP_TIMES))
+    with pytest.raises(ValueError, match="ipex_environment did no work"):
+        run_times.adopt_setup_times(source, tmp_path)
+    assert not run_times.preparation_times_path(tmp_path).exists()
+    clean = json.loads(json.dumps(SETUP_TIMES))
+    clean["steps"]["ipex_environment"]["did_work"] = True
+    del clean["up_to_date"]
+    source.write_text(json.dumps(clean))
+    assert run_times.adopt_setup_times(source, tmp_path) == run_times.preparation_times_path(tmp_path)
+    assert json.loads(run_times.preparation_times_path(tmp_path).read_text()) == clean | {"up_to_date": None}
+    assert run_times.main(["--setup-times", str(tmp_path / "missing.json")]) == 1
+    assert "missing.json" in capsys.readouterr().err
+
+
+def test_the_committed_preparation_times_have_every_step() -> None:
+    record = json.loads(run_times.preparation_times_path().read_text(encoding="utf-8"))
+    assert set(record["steps"]) == set(run_times.SETUP_STEPS)
+    assert {"cpu", "cores", "platform"} <= set(record["machine"]) and record["date"].endswith(" UTC")

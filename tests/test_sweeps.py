@@ -344,6 +344,11 @@ def test_rows_and_recommendations_carry_the_spread_over_repeats() -> None:
     recommended = {row["scope"]: row for row in recommendation_rows(result)}["task: code"]
     assert recommended["recommended"] == "K=2" and recommended["spread over repeats"] == "1.10x-1.30x (3 repeats)"
     assert recommended["verdict"] == "faster"
+    straddling = sweeps.SweepResult("K", "fake", "CPU", [repeated(k1, prompts, (1.0, 1.0, 1.0), (0.8, 1.25, 1.0))],
+                                    list(prompts))
+    kept_plain = {row["scope"]: row for row in recommendation_rows(straddling)}["task: code"]
+    assert kept_plain["best K"].startswith("K=1") and kept_plain["verdict"] == "no clear difference"
+    assert kept_plain["recommended"] == "plain", "a setting is recommended only where the verdict says faster"
     no_repeats = {row["scope"]: row for row in recommendation_rows(fake_sweep(sweeps.k_points([1, 2])))}
     assert no_repeats["task: code"]["spread over repeats"] == "one repeat"
     # under load: repeat i's throughput ratio is (speculative tokens / its wall) / (plain tokens / its wall)

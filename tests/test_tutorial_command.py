@@ -636,3 +636,12 @@ def test_a_torch_that_cannot_be_fetched_says_where_it_comes_from(tutorial, tmp_p
     assert output.err.strip().splitlines()[-1] == (
         "[tutorial] torch==2.13.0+cpu is a CPU build that only PyTorch's index (https://download.pytorch.org/whl/cpu) "
         "hosts: connect this machine to it (or to a mirror named by SPECDEC_TORCH_INDEX), then run the command again.")
+
+
+def test_the_test_command_makes_a_parted_output_fail_and_names_the_variable_the_notebooks_read(
+        tutorial, test_run: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    from utils.decoding.exactness import STRICT_EXACTNESS_ENV
+
+    monkeypatch.delenv(STRICT_EXACTNESS_ENV, raising=False)
+    tutorial.main(["test", "notebooks"])
+    assert tutorial.STRICT_EXACTNESS_ENV == STRICT_EXACTNESS_ENV and test_run["env"][STRICT_EXACTNESS_ENV] == "1"

@@ -29,11 +29,13 @@ class MeasuredPoint:
 
 
 def measured_points(breakdown_rows: Sequence[dict]) -> list[MeasuredPoint]:
-    """Points from `utils.decoding.generation_reports.speculation_breakdown` rows (fixed-K rows with a measured speed-up)."""
+    """Points from `utils.decoding.generation_reports.speculation_breakdown` rows: fixed-K rows with a measured
+    speed-up, acceptance and cost ratio (a row without its plain run has no cost ratio, so no point)."""
     points = []
     for row in breakdown_rows:
         setting = row["setting"]
-        if row["measured speed-up"] is None or row["per-token acceptance a"] is None or not setting.startswith("K="):
+        measured = (row["measured speed-up"], row["per-token acceptance a"], row["cost ratio c"])
+        if None in measured or not setting.startswith("K="):
             continue
         points.append(MeasuredPoint(k=int(setting.split(",")[0][2:]), speedup=row["measured speed-up"],
                                     acceptance=row["per-token acceptance a"], cost_ratio=row["cost ratio c"]))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.decoding.generation import DecodingSettings, encode_prompt, run_prompt
-from utils.decoding.pipelines import LoadedPipeline, load_pipeline
+from utils.decoding.pipelines import PRECISIONS, LoadedPipeline, load_pipeline
 from utils.input_checks import InputError, as_integer, check_prompt_fits, check_text, context_length
 from utils.models.model_catalogue import PAIRS, get_pair
 from utils.models.model_check import check_model_folder
@@ -85,6 +85,9 @@ class PlaygroundChoice:
         if self.mode not in modes:
             raise InputError(f"mode must be one of {', '.join(map(repr, modes))}, got {self.mode!r}: choose one of them.")
         check_playground_pair(self.pair)
+        if self.precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {self.precision!r}: "
+                             "choose one of them.")
         check_integer_setting(self.k, "K", K_RANGE, "K", "k=3")
         check_threshold(self.threshold)
         check_integer_setting(self.max_new_tokens, "max_new_tokens", MAX_NEW_TOKENS_RANGE, "New tokens",

@@ -24,7 +24,8 @@ def check_hf_folder(folder: Path | str) -> Path:
     how = ("Prepare it from the main environment: `python3 tutorial.py lab`, or "
            "`.venv/bin/python -m maintainers.offline_pair` in the repository.")
     if not folder.is_dir():
-        raise LegacyViewError(f"Model folder {folder} does not exist. {how}")
+        problem = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise LegacyViewError(f"Model folder {folder} {problem}. {how}")
     missing = [name for name in ("config.json", "tokenizer.json") if not (folder / name).is_file()]
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
         missing.append("*.safetensors")

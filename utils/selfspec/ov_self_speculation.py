@@ -108,11 +108,13 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     Timed by `utils.decoding.measurement.interleaved_runs` (one warm-up per pipeline, then every repeat goes
     through every prompt and pipeline; wall and CPU clocks). Per draft, "speedups" holds one sample per repeat:
     total plain time / total speculative time over the prompts (`generation_reports.repeat_speedups`), by wall
-    clock and, computed the same way, by this process's CPU time.
+    clock and, computed the same way, by this process's CPU time. Under f32, "partings" lists the outputs that part
+    from plain, where, and the main model's logit margin there (`utils.decoding.exactness`).
     """
     from dataclasses import replace
 
     from utils.decoding import generation
+    from utils.decoding.exactness import partings
     from utils.decoding.generation_reports import repeat_speedups
     from utils.decoding.measurement import interleaved_runs
     from utils.decoding.pipelines import check_draft_folder, check_main_folder, load_pipeline
@@ -143,6 +145,11 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     compared = generation.compare_with_plain([record for records in medians for record in records])
     per_candidate = [compared[index * len(prompts):(index + 1) * len(prompts)] for index in range(len(candidates))]
     cpu_compared = generation.compare_with_plain([record for records in cpu for record in records])
+    texts = {item["id"]: item["text"] for item in shared}
+    parted = [{"draft": name, "prompt": parting.prompt_id, "position": parting.position, "margin": parting.margin,
+               "line": parting.line()}
+              for index, (name, _, _) in enumerate(candidates) if name is not None and precision == "f32"
+              for parting in partings(per_candidate[0] + per_candidate[index], main_dir, device, texts)]
     results = {
         "settings": {"device": device, "precision": precision, "threads": threads, "max_new_tokens": max_new_tokens,
                      "repeats": repeats, "num_assistant_tokens": num_assistant_tokens, "main": main_dir.name,
@@ -153,6 +160,7 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
                             "cpu": repeat_speedups(cpu_compared[:len(prompts)],
                                                    cpu_compared[index * len(prompts):(index + 1) * len(prompts)])}
                      for index, (name, _, _) in enumerate(candidates) if name is not None},
+        "partings": parted,  # under f32: outputs that part from plain, where, and the main model's logit margin there
         "records": [{**record.as_dict(), "draft": candidates[index][0],
                      "cpu_seconds_all": [run.cpu_seconds for run in measured[index][p].runs]}
                     for index, records in enumerate(per_candidate) for p, record in enumerate(records)],

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from utils.decoding.decoding_metrics import per_token_acceptance, verdict
+from utils.decoding.decoding_metrics import FASTER, per_token_acceptance, verdict
 from utils.decoding.speedup_model import MeasuredStepTimes
 
 __all__ = ["K_KNOB", "THRESHOLD_KNOB", "Trial", "TuneResult", "autotune", "autotune_pair",
@@ -346,6 +346,11 @@ def _verdict(speedup: float | None, slowest: float | None, fastest: float | None
     return verdict([slowest, fastest] if slowest is not None and fastest is not None else [speedup])
 
 
+def _recommended(setting: str, row_verdict: str, identical: Any) -> str:
+    """The setting where the verdict says faster and the outputs were identical, else plain decoding."""
+    return setting if row_verdict == FASTER and bool(identical) else "plain"
+
+
 def _value_text(knob: str, value: Any) -> str:
     if knob == K_KNOB:
         return f"K={value}"
@@ -365,7 +370,8 @@ def recommendation_rows(
     Sweeps are `utils.tuning.sweeps.SweepResult`s; concurrency is the row list of
     `utils.tuning.concurrency.measure_concurrency`. Each row names the best measured
     setting, its speed-up over plain decoding (throughput ratio for load rows),
-    the spread of that speed-up over repeats, and the verdict of that spread (`decoding_metrics.verdict`).
+    the spread of that speed-up over repeats, and the verdict of that spread (`decoding_metrics.verdict`). A
+    setting is recommended only where that verdict is "faster" and its outputs were identical; elsewhere "plain".
     """
     rows = []
     scopes = [("task", "task"), ("prompt length", "length"), ("all prompts", None)]
@@ -375,32 +381,35 @@ def recommendation_rows(
         for group in sorted(best_k):
             candidates = [best_k[group]] + ([best_threshold[group]] if group in best_threshold else [])
             winner = max(candidates, key=lambda row: row["speedup"])
+            winner_verdict = _verdict(winner["speedup"], winner["slowest_repeat"], winner["fastest_repeat"])
             rows.append({
                 "scope": f"{scope}: {group}" if by else scope,
                 "best K": f"K={best_k[group]['value']} ({best_k[group]['speedup']:.2f}x)",
                 "best threshold": (f"{best_threshold[group]['value']:g} ({best_threshold[group]['speedup']:.2f}x)"
                                    if group in best_threshold else "-"),
-                "recommended": _value_text(winner["knob"], winner["value"]),
+                "recommended": _recommended(_value_text(winner["knob"], winner["value"]), winner_verdict,
+                                            winner["identical"]),
                 "speed-up": winner["speedup"],
                 "spread over repeats": spread_text(winner),
                 "outputs identical": winner["identical"],
-                "verdict": _verdict(winner["speedup"], winner["slowest_repeat"], winner["fastest_repeat"]),
+                "verdict": winner_verdict,
             })
     if draft_sweep is not None:
         for _, best in draft_sweep.best(None).items():
+            best_verdict = _verdict(best["speedup"], best["slowest_repeat"], best["fastest_repeat"])
             rows.append({"scope": "draft model and precision", "best K": "-", "best threshold": "-",
-                         "recommended": str(best["value"]), "speed-up": best["speedup"],
-                         "spread over repeats": spread_text(best), "outputs identical": best["identical"],
-                         "verdict": _verdict(best["speedup"], best["slowest_repeat"], best["fastest_repeat"])})
+                         "recommended": _recommended(str(best["value"]), best_verdict, best["identical"]),
+                         "speed-up": best["speedup"], "spread over repeats": spread_text(best),
+                         "outputs identical": best["identical"], "verdict": best_verdict})
     if concurrency:
         by_level = {(row["concurrency"], row["mode"]): row for row in concurrency}
         for level in sorted({row["concurrency"] for row in concurrency}):
             speculative = by_level[(level, "speculative")]
             spread = load_spread(by_level[(level, "plain")], speculative)
             ratio = spread["median_repeat"] if spread["repeats"] else speculative["throughput_vs_plain"]
+            load_verdict = _verdict(ratio, spread["slowest_repeat"], spread["fastest_repeat"])
             rows.append({"scope": f"load: {level} request(s) at once", "best K": "-", "best threshold": "-",
-                         "recommended": "speculative" if ratio >= 1.0 else "plain",
+                         "recommended": _recommended("speculative", load_verdict, speculative["identical_to_plain"]),
                          "speed-up": ratio, "spread over repeats": spread_text(spread),
-                         "outputs identical": speculative["identical_to_plain"],
-                         "verdict": _verdict(ratio, spread["slowest_repeat"], spread["fastest_repeat"])})
+                         "outputs identical": speculative["identical_to_plain"], "verdict": load_verdict})
     return rows

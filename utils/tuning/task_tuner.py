@@ -19,6 +19,10 @@ The per-task tuner of notebook 05 (its command line is `python -m maintainers.tu
    The promise checked (and printed, not asserted: it is a timing) is that no
    task's choice is more than `HELD_OUT_TOLERANCE` (3%) slower than plain.
 
+The 5% margin and the 3% tolerance are the tuner's rules for choosing and for its promise, not the course's verdict:
+"faster" is said only when every repeat's speed-up is above 1 (`utils.decoding.decoding_metrics.verdict`), and
+notebook 05 prints that verdict beside the choice.
+
 Heavy imports (openvino_genai) happen inside functions.
 """
 from __future__ import annotations
