@@ -337,10 +337,10 @@ def build(preset: str | CoderHeadSettings, force: bool = False, show_progress: b
     Returns the folders and what each stage measured."""
     import numpy as np
 
-    from utils.models.atomic_folder import atomic_folder, is_up_to_date, read_marker
+    from utils.models.atomic_folder import atomic_folder, is_up_to_date
     from utils.training.eagle3_checks import check_exported_head
-    from utils.training.eagle3_folder import export_head
-    from utils.training.eagle3_hidden import load_tapped, save_tapped, tap_hidden_states
+    from utils.training.eagle3_folder import TRAINING_FILE, export_head
+    from utils.training.eagle3_hidden import OFFSETS_FILE, save_tapped, tap_hidden_states
     from utils.training.eagle3_settings import hidden_recipe
     from utils.training.scaffold import load_samples
 
@@ -364,7 +364,7 @@ def build(preset: str | CoderHeadSettings, force: bool = False, show_progress: b
                                         dtype=np.int64)
         with atomic_folder(folders.hidden, recipe) as work:
             save_tapped(data, work, stats)
-    positions = len(load_tapped(folders.hidden).tokens)
+    positions = int(np.load(folders.hidden / OFFSETS_FILE)[-1])
     times["tapped states"] = {"seconds": time.perf_counter() - started, "tokens": positions}
 
     started = time.perf_counter()
@@ -372,8 +372,7 @@ def build(preset: str | CoderHeadSettings, force: bool = False, show_progress: b
     if force or not is_up_to_date(folders.head, head_recipe):
         training = train_and_save(settings, main, folders, head_recipe, show_progress)
     else:
-        training = json.loads((folders.head / "training.json").read_text(encoding="utf-8")) if (
-            folders.head / "training.json").is_file() else {}
+        training = json.loads((folders.head / TRAINING_FILE).read_text(encoding="utf-8"))
     times["training"] = {"seconds": time.perf_counter() - started, "tokens": training.get("tokens_seen", 0)}
 
     started = time.perf_counter()
@@ -386,8 +385,7 @@ def build(preset: str | CoderHeadSettings, force: bool = False, show_progress: b
         print(f"{stage:>14}: {shown}")
     last = (training.get("evaluations") or [{}])[-1]
     print(f"validation chain accuracy {last.get('answer_chain_accuracy')}; head in {folders.exported}")
-    return {"folders": folders, "times": times, "data": data_stats, "training": training,
-            "exported_recipe": (read_marker(folders.exported) or {}).get("recipe") is not None}
+    return {"folders": folders, "times": times, "data": data_stats, "training": training}
 
 
 def dry_run(preset: str) -> None:
