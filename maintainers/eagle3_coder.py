@@ -1,0 +1,420 @@
+"""An EAGLE-3 head for the Qwen2.5-Coder pair's main (1.5B), on notebook 08's training scaffold (issue 39).
+
+    python -m maintainers.eagle3_coder --preset quick|reference [--dry-run]
+
+Stages, each an atomic folder under the models folder reused while its recipe matches:
+
+1. data - teacher-forced, not generated: chunks of this machine's Python standard library sources, each put in
+   the main's chat template as a user message and an assistant reply holding the chunk in a ```python block that
+   ends with `<|im_end|>` (151645). (The scaffold's own data stage stops only at the tokenizer's EOS 151643 and would
+   let Qwen run on past its turn.) Some files are held out - never in training - and named in the recipe;
+2. tapped states - `utils.training.eagle3_hidden`: the exact f32 main's three tapped layers, and its own argmax at
+   every position as the label (from the same prefill: no generation);
+3. training - `utils.training.eagle3_train`, the head's output rows started from the main's untied `lm_head`, both
+   end tokens (151645, 151643) kept in the draft vocabulary;
+4. export - `utils.training.eagle3_folder.export_head`, then `eagle3_checks.check_exported_head`.
+
+Nothing in `utils` or the notebooks imports this module.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import shutil
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from utils.training.eagle3_settings import HEAD_CODE, Eagle3Folders, Eagle3Settings, eagle3_folders
+from utils.training.scaffold import MainModel, Sample, TrainingError
+
+THIS_CODE = ("maintainers.eagle3_coder",)
+IM_END = 151645  # <|im_end|>: Qwen's end of a chat turn, what the instruct model stops at
+END_OF_TEXT = 151643  # <|endoftext|>: the tokenizer's EOS
+END_IDS = (IM_END, END_OF_TEXT)
+HEAD_STEM = "qwen2.5-coder-1.5b"
+# Skipped parts of the standard library: its tests, IDLE, the Tk demos/tests, installed packages, caches.
+SKIPPED_PARTS = frozenset({"test", "tests", "idlelib", "idle_test", "site-packages", "dist-packages", "__pycache__",
+                           "turtledemo", "lib2to3"})
+USER_MESSAGES = (
+    "Continue this Python file ({path}):\n```python\n{context}\n```",
+    "Write the code that follows in {path}:\n```python\n{context}\n```",
+    "Show me a part of the source of Python's `{module}` module.",
+)
+STATS_FILE = "generation_stats.json"  # the scaffold's name (`scaffold.STATS_FILE`)
+SAMPLES_FILE = "samples.jsonl"  # the scaffold's name (`scaffold.SAMPLES_FILE`)
+CONTEXT_TOKENS = 96  # at most this many tokens of context lines in a user message
+TAP_BATCH_TOKENS = 1024  # 1024 x 151,936 f32 logits = 0.6 GB per prefill (2048 would be 1.2 GB)
+
+
+@dataclass(frozen=True)
+class CoderHeadSettings(Eagle3Settings):
+    """`Eagle3Settings` plus the teacher-forced data: `chunks` chunks of at most `chunk_tokens` tokens, one per
+    standard-library file, `context_lines` lines before each in the user message, `held_out_files` files never used.
+    `sequence_length` must hold template + context + chunk + end (checked when the samples are made)."""
+
+    chunks: int = 16
+    chunk_tokens: int = 256
+    context_lines: int = 6
+    held_out_files: int = 8
+    tap_batch_tokens: int = TAP_BATCH_TOKENS
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if min(self.chunks, self.chunk_tokens, self.held_out_files, self.tap_batch_tokens) < 1 or self.context_lines < 0:
+            raise TrainingError("chunks, chunk_tokens, held_out_files and tap_batch_tokens must be >= 1, "
+                                "context_lines >= 0.")
+
+    def data_settings(self) -> dict:
+        return {key: getattr(self, key) for key in ("chunks", "chunk_tokens", "context_lines", "held_out_files",
+                                                    "seed")}
+
+
+CoderHeadSettings.PRESETS = {
+    # CI: every stage in a few minutes on 2 cores; small vocabulary, 2 epochs
+    "quick": CoderHeadSettings(name="quick", chunks=16, chunk_tokens=256, sequence_length=448, draft_vocab_size=2048,
+                               epochs=2.0, batch_tokens=1024, warmup_steps=2),
+    # the reference head: about 2 hours here (tapping ~1 h, training ~1 h at the SmolLM2 anchors' rates)
+    "reference": CoderHeadSettings(name="reference", chunks=400, chunk_tokens=512, held_out_files=40,
+                                   sequence_length=704, draft_vocab_size=8192, epochs=3.0, batch_tokens=2048,
+                                   weight_format="int8"),
+}
+
+
+class CoderMain(MainModel):
+    """The Coder pair's main: the OpenVINO int4 model and its float16 Hugging Face copy, named for folders."""
+
+    @property
+    def stem(self) -> str:
+        return HEAD_STEM
+
+
+def coder_main() -> CoderMain:
+    """The main's folders; one-line errors if the pair or its Hugging Face copy is missing."""
+    from utils.models.coder_pair import CoderPairError, hf_copies, missing_pair_message
+    from utils.models.model_catalogue import QWEN_CODER_MAIN
+
+    message = missing_pair_message()
+    if message is not None:
+        raise TrainingError(message)
+    try:
+        main_hf = hf_copies()[0]
+    except CoderPairError as error:
+        raise TrainingError(str(error)) from None
+    return CoderMain(QWEN_CODER_MAIN.path, main_hf, "Qwen2.5-Coder-1.5B-Instruct")
+
+
+# --------------------------------------------------------------------------- stage 1: the teacher-forced data
+
+
+def stdlib_files(root: Path | None = None) -> list[str]:
+    """The standard library's .py files under `root` (default: this interpreter's), relative, sorted; tests, IDLE,
+    Tk demos, site-packages and caches left out."""
+    root = Path(sysconfig.get_paths()["stdlib"] if root is None else root)
+    found = []
+    for path in root.rglob("*.py"):
+        relative = path.relative_to(root)
+        if SKIPPED_PARTS & set(relative.parts[:-1]) or relative.name.startswith("test_"):
+            continue
+        found.append(relative.as_posix())
+    return sorted(found)
+
+
+def split_files(files: Sequence[str], held_out: int, seed: int) -> tuple[list[str], list[str]]:
+    """(training candidates in a seeded order, held-out files sorted): the first `held_out` of the shuffle held out."""
+    order = list(files)
+    random.Random(seed).shuffle(order)
+    return order[held_out:], sorted(order[:held_out])
+
+
+def _module_name(path: str) -> str:
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def file_chunk(text: str, encode: Callable[[str], list[int]], chunk_tokens: int, context_lines: int,
+               seed: str) -> tuple[str, str] | None:
+    """(context, chunk) from one file: whole lines starting at a seeded non-blank line, at most `chunk_tokens`
+    tokens, and up to `context_lines` lines before it (at most `CONTEXT_TOKENS` tokens); None if the file has too
+    little code."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.strip()]
+    if len(starts) < 4:
+        return None
+    start = random.Random(seed).choice(starts[: max(1, len(starts) * 3 // 4)])
+    budget = max(1, chunk_tokens * 4)  # characters: more than enough, trimmed by tokens below
+    end = start
+    size = 0
+    while end < len(lines) and size + len(lines[end]) <= budget:
+        size += len(lines[end])
+        end += 1
+    end = max(end, start + 1)
+    while end > start + 1 and len(encode("".join(lines[start:end]))) > chunk_tokens:
+        end = start + max(1, (end - start) * 9 // 10)
+    chunk = "".join(lines[start:end])
+    if not chunk.endswith("\n"):
+        chunk += "\n"
+    if len(encode(chunk)) > chunk_tokens or not chunk.strip():
+        return None
+    first = max(0, start - context_lines)
+    while first < start and len(encode("".join(lines[first:start]))) > CONTEXT_TOKENS:
+        first += 1
+    return "".join(lines[first:start]).rstrip("\n"), chunk
+
+
+def make_samples(root: Path, files: Sequence[str], encode: Callable[[str], list[int]], template: tuple[str, str],
+                 settings: CoderHeadSettings, end_id: int = IM_END) -> list[Sample]:
+    """`settings.chunks` teacher-forced samples, one chunk per file of `files` in order (files without a usable
+    chunk skipped): template, user message, assistant tag, then the reply "```python\\n<chunk>```" and `end_id`.
+    `answer_start` is the reply's first token; raise if the files run out or a sample exceeds `sequence_length`."""
+    before, after = template
+    before_ids, after_ids = encode(before), encode(after)
+    samples: list[Sample] = []
+    for path in files:
+        if len(samples) >= settings.chunks:
+            break
+        text = (Path(root) / path).read_text(encoding="utf-8", errors="replace")
+        cut = file_chunk(text, encode, settings.chunk_tokens, settings.context_lines, f"{settings.seed}:{path}")
+        if cut is None:
+            continue
+        context, chunk = cut
+        form = USER_MESSAGES[len(samples) % len(USER_MESSAGES)]
+        if "{context}" in form and not context.strip():
+            form = USER_MESSAGES[-1]
+        user_text = form.format(path=path, context=context, module=_module_name(path))
+        prompt_ids = before_ids + encode(user_text) + after_ids
+        answer_ids = encode(f"```python\n{chunk}```") + [int(end_id)]
+        ids = prompt_ids + answer_ids
+        if len(ids) > settings.sequence_length:
+            raise TrainingError(f"A sample of {path} has {len(ids)} tokens, more than sequence_length "
+                                f"{settings.sequence_length}: raise it or lower chunk_tokens / context_lines.")
+        # `opener` holds the file the chunk comes from
+        samples.append(Sample(len(samples), "code", path, "teacher-forced", user_text, ids, len(before_ids),
+                              len(prompt_ids)))
+    if len(samples) < settings.chunks:
+        raise TrainingError(f"Only {len(samples)} usable standard-library files for {settings.chunks} chunks: lower "
+                            "chunks or held_out_files.")
+    return samples
+
+
+def files_digest(root: Path, files: Sequence[str]) -> str:
+    """A hash of the files' names and contents."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.encode() + b"\0" + (Path(root) / path).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def data_recipe(settings: CoderHeadSettings, main: MainModel, root: Path, used: Sequence[str],
+                held_out: Sequence[str]) -> dict:
+    from utils.training.scaffold import stage_recipe
+
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return stage_recipe("eagle3-coder-data", {"main": main.openvino.name, **settings.data_settings(),
+                                              "python": python, "files_sha256": files_digest(root, used),
+                                              "held_out": list(held_out)},
+                        [main.openvino], ("openvino", "openvino-genai"), THIS_CODE)
+
+
+def write_data(settings: CoderHeadSettings, main: MainModel, folder: Path, root: Path | None = None,
+               force: bool = False) -> tuple[Path, dict]:
+    """Build (or reuse) the data folder the scaffold's tapping stage reads: `samples.jsonl` of `Sample` records."""
+    import openvino_genai
+
+    from utils.models.atomic_folder import atomic_folder, is_up_to_date
+    from utils.training.scaffold import chat_template_parts, save_samples, text_token_ids
+
+    root = Path(sysconfig.get_paths()["stdlib"] if root is None else root)
+    started = time.perf_counter()
+    tokenizer = openvino_genai.Tokenizer(str(main.openvino))
+    candidates, held_out = split_files(stdlib_files(root), settings.held_out_files, settings.seed)
+    samples = make_samples(root, candidates, lambda text: text_token_ids(tokenizer, text),
+                           chat_template_parts(tokenizer), settings)
+    used = sorted(sample.opener for sample in samples)
+    recipe = data_recipe(settings, main, root, used, held_out)
+    stats = {"samples": len(samples), "sequence_tokens": sum(len(s.token_ids) for s in samples),
+             "answer_tokens": sum(s.answer_tokens for s in samples), "files": used, "held_out": held_out,
+             "wall_seconds": time.perf_counter() - started}
+    if not force and is_up_to_date(folder, recipe):
+        print(f"Reusing the training data in {folder}")
+        return folder, stats
+    with atomic_folder(folder, recipe) as work:
+        save_samples(samples, work, stats)
+    return folder, stats
+
+
+# --------------------------------------------------------------------------- stage 3: training with the untied lm_head
+
+
+def load_main_output_layer(main_hf_dir: Path) -> Any:
+    """The main's own output layer `lm_head.weight` [vocab, hidden] (Qwen2.5-Coder-1.5B does not tie it)."""
+    from safetensors import safe_open
+
+    for file in sorted(Path(main_hf_dir).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            if "lm_head.weight" in handle.keys():
+                return handle.get_tensor("lm_head.weight").float()
+    raise TrainingError(f"No lm_head.weight in {main_hf_dir}: a tied main would start the head from its embedding.")
+
+
+def coder_head_recipe(settings: CoderHeadSettings, hidden_dir: Path, main_hf_dir: Path) -> dict:
+    from utils.training.scaffold import stage_recipe
+
+    trained_by = {key: value for key, value in settings.as_dict().items()
+                  if key not in ("weight_format", "name", "tap_batch_tokens")}
+    return stage_recipe("eagle3-coder-head", trained_by, [hidden_dir, main_hf_dir], ("torch",), (*HEAD_CODE,
+                                                                                                 *THIS_CODE))
+
+
+def train_and_save(settings: CoderHeadSettings, main: MainModel, folders: Eagle3Folders, recipe: dict,
+                   show_progress: bool) -> dict:
+    """`eagle3_build._train_and_save` for an untied main: lm_head rows from the main's lm_head, both ends kept."""
+    import torch
+
+    from utils.training.eagle3_checks import check_main
+    from utils.training.eagle3_folder import save_head_folder
+    from utils.training.eagle3_head import Eagle3Head, load_main_embedding, shape_from_main_config
+    from utils.training.eagle3_hidden import load_tapped
+    from utils.training.eagle3_train import init_from_main, train_head
+    from utils.training.eagle3_vocab import draft_vocabulary
+
+    main_config = check_main(main.hf)
+    data = load_tapped(folders.hidden)
+    vocab = draft_vocabulary(data.targets, settings.draft_vocab_size, int(main_config["vocab_size"]), END_IDS)
+    torch.manual_seed(settings.seed)
+    head = Eagle3Head(shape_from_main_config(main_config, settings.draft_vocab_size, settings.intermediate_size))
+    output = load_main_output_layer(main.hf) if not main_config.get("tie_word_embeddings", True) else None
+    init_from_main(head, load_main_embedding(main.hf), vocab, output_weight=output)
+    history = train_head(head, data, vocab, settings, show_progress=show_progress)
+    training = {"positions": int(len(data.tokens)), "samples": data.samples, "vocab_coverage": vocab.coverage,
+                "head_parameters": head.parameter_count(), "output_rows_from": "lm_head" if output is not None
+                else "embedding", **history.as_dict()}
+    save_head_folder(head, main.hf, folders.head, recipe, training)
+    return training
+
+
+# --------------------------------------------------------------------------- checks and the whole build
+
+
+def tapped_bytes(settings: CoderHeadSettings, hidden_size: int = 1536) -> int:
+    """An upper bound of the tapped states' size: every position of every sample, 3 x hidden float16 values."""
+    return settings.chunks * settings.sequence_length * (3 * hidden_size * 2 + 12)
+
+
+def preflight(settings: CoderHeadSettings, main: MainModel | None = None) -> MainModel:
+    """One-line errors before any long work: the pair, the Hugging Face copy, the layers, the disk."""
+    from utils.paths import models_dir
+    from utils.training.eagle3_checks import check_export_packages, check_main
+    from utils.training.eagle3_hidden import tapped_layers
+    from utils.training.scaffold import require_complete
+
+    main = coder_main() if main is None else main
+    require_complete(main.hf, "main model (Hugging Face copy)", "run python -m maintainers.coder_pair")
+    config = check_main(main.hf)
+    tapped_layers(int(config["num_hidden_layers"]))
+    check_main(main.openvino)
+    check_export_packages()
+    need = tapped_bytes(settings, int(config["hidden_size"])) + 2 * 10**9  # + head folders and exports
+    free = shutil.disk_usage(models_dir()).free
+    if free < need:
+        raise TrainingError(f"{models_dir()} has {free / 1e9:.1f} GB free; the {settings.name} head needs about "
+                            f"{need / 1e9:.1f} GB (tapped states + head). Free some disk or use a smaller preset.")
+    return main
+
+
+def _rate(tokens: float, seconds: float) -> str:
+    return f"{seconds:.1f} s, {tokens / max(seconds, 1e-9) * 3600:,.0f} tokens/hour"
+
+
+def build(preset: str | CoderHeadSettings, force: bool = False, show_progress: bool = True,
+          main: MainModel | None = None) -> dict:
+    """Every stage for `preset`: data -> tapped states -> training -> export -> check; each stage's time printed.
+    Returns the folders and what each stage measured."""
+    import numpy as np
+
+    from utils.models.atomic_folder import atomic_folder, is_up_to_date
+    from utils.training.eagle3_checks import check_exported_head
+    from utils.training.eagle3_folder import TRAINING_FILE, export_head
+    from utils.training.eagle3_hidden import OFFSETS_FILE, save_tapped, tap_hidden_states
+    from utils.training.eagle3_settings import hidden_recipe
+    from utils.training.scaffold import load_samples
+
+    settings = CoderHeadSettings.preset(preset)
+    main = preflight(settings, main)
+    folders = eagle3_folders(settings, main)
+    times: dict[str, dict] = {}
+
+    started = time.perf_counter()
+    _, data_stats = write_data(settings, main, folders.data, force=force)
+    times["data"] = {"seconds": time.perf_counter() - started, "tokens": data_stats["sequence_tokens"]}
+
+    started = time.perf_counter()
+    recipe = hidden_recipe(settings, main.openvino, folders.data)
+    if force or not is_up_to_date(folders.hidden, recipe):
+        samples = load_samples(folders.data)
+        sequences = [sample.token_ids[:settings.sequence_length] for sample in samples]
+        data, stats = tap_hidden_states(main.openvino, sequences, batch_tokens=settings.tap_batch_tokens,
+                                        show_progress=show_progress)
+        data.answer_starts = np.asarray([min(s.answer_start, settings.sequence_length) for s in samples],
+                                        dtype=np.int64)
+        with atomic_folder(folders.hidden, recipe) as work:
+            save_tapped(data, work, stats)
+    positions = int(np.load(folders.hidden / OFFSETS_FILE)[-1])
+    times["tapped states"] = {"seconds": time.perf_counter() - started, "tokens": positions}
+
+    started = time.perf_counter()
+    head_recipe = coder_head_recipe(settings, folders.hidden, main.hf)
+    if force or not is_up_to_date(folders.head, head_recipe):
+        training = train_and_save(settings, main, folders, head_recipe, show_progress)
+    else:
+        training = json.loads((folders.head / TRAINING_FILE).read_text(encoding="utf-8"))
+    times["training"] = {"seconds": time.perf_counter() - started, "tokens": training.get("tokens_seen", 0)}
+
+    started = time.perf_counter()
+    export_head(folders.head, folders.exported, settings.weight_format)
+    check_exported_head(folders.exported, main.openvino)
+    times["export"] = {"seconds": time.perf_counter() - started, "tokens": 0}
+
+    for stage, measured in times.items():
+        shown = _rate(measured["tokens"], measured["seconds"]) if measured["tokens"] else f"{measured['seconds']:.1f} s"
+        print(f"{stage:>14}: {shown}")
+    last = (training.get("evaluations") or [{}])[-1]
+    print(f"validation chain accuracy {last.get('answer_chain_accuracy')}; head in {folders.exported}")
+    return {"folders": folders, "times": times, "data": data_stats, "training": training}
+
+
+def dry_run(preset: str) -> None:
+    settings = CoderHeadSettings.preset(preset)
+    main = preflight(settings)
+    folders = eagle3_folders(settings, main)
+    print(f"preset {settings.name}: {settings.chunks} chunks x <= {settings.chunk_tokens} tokens, draft vocabulary "
+          f"{settings.draft_vocab_size}, {settings.epochs} epochs, export {settings.weight_format}")
+    print(f"tapped states at most {tapped_bytes(settings) / 1e9:.2f} GB; folders {folders.data.name} ... "
+          f"{folders.exported.name} in {folders.data.parent}")
+    print("inputs ready; nothing built (--dry-run)")
+
+
+def main_command(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m maintainers.eagle3_coder", description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", choices=sorted(CoderHeadSettings.PRESETS), default="quick")
+    parser.add_argument("--dry-run", action="store_true", help="check the inputs and print the plan only")
+    parser.add_argument("--force", action="store_true", help="rebuild every stage")
+    args = parser.parse_args(argv)
+    try:
+        if args.dry_run:
+            dry_run(args.preset)
+        else:
+            build(args.preset, force=args.force)
+    except TrainingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_command())
