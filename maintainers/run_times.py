@@ -159,12 +159,17 @@ def track_table(root: Path = REPO_ROOT) -> str:
     return "\n".join(lines)
 
 
+def between_markers(text: str, start: str, end: str, body: str) -> str:
+    """`text` with what lies between the markers `start` and `end` replaced by `body`."""
+    if start not in text or end not in text:
+        raise ValueError(f"the teacher's guide has no {start} ... {end} block")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}\n{end}{tail}"
+
+
 def guide_with_track(text: str, root: Path = REPO_ROOT) -> str:
-    if TRACK_START not in text or TRACK_END not in text:
-        raise ValueError(f"the teacher's guide has no {TRACK_START} ... {TRACK_END} block")
-    head, rest = text.split(TRACK_START, 1)
-    _, tail = rest.split(TRACK_END, 1)
-    return f"{head}{TRACK_START}\n{track_table(root)}\n{TRACK_END}{tail}"
+    return between_markers(text, TRACK_START, TRACK_END, track_table(root))
 
 
 def preparation_times_path(root: Path = REPO_ROOT) -> Path:
@@ -201,11 +206,7 @@ def preparation_text(root: Path = REPO_ROOT) -> str:
 
 
 def guide_with_preparation(text: str, root: Path = REPO_ROOT) -> str:
-    if PREPARATION_START not in text or PREPARATION_END not in text:
-        raise ValueError(f"the teacher's guide has no {PREPARATION_START} ... {PREPARATION_END} block")
-    head, rest = text.split(PREPARATION_START, 1)
-    _, tail = rest.split(PREPARATION_END, 1)
-    return f"{head}{PREPARATION_START}\n{preparation_text(root)}\n{PREPARATION_END}{tail}"
+    return between_markers(text, PREPARATION_START, PREPARATION_END, preparation_text(root))
 
 
 def guide_rewrite(text: str, root: Path = REPO_ROOT) -> str:
