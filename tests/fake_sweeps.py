@@ -47,7 +47,7 @@ def fake_records(point: SweepPoint, prompts: Sequence[Prompt],
         factor = speedup(point, prompt)
         out.append(record(mode="plain", setting="greedy", prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0))
         out.append(record(mode=point.settings.mode, prompt_id=prompt.id, task=prompt.task, wall_seconds=1.0 / factor,
-                          speedup_vs_plain=factor, identical_to_plain=True, accepted_tokens=9 - k, draft_tokens=10,
+                          speedup_vs_plain=factor, plain_wall_seconds=1.0, identical_to_plain=True, accepted_tokens=9 - k, draft_tokens=10,
                           tokens_per_step=steps, generated_tokens=sum(steps), main_passes=len(steps)))
     return out
 

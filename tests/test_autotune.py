@@ -239,7 +239,8 @@ def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.M
         return plain + [GenerationRecord(**{**fields, "mode": "speculative", "prompt_id": prompt.id,
                                             "wall_seconds": 1.0, "wall_seconds_all": [1.0] * repeats,
                                             "generated_tokens": sum(steps), "tokens_per_step": steps,
-                                            "speedup_vs_plain": world.speedup(k), "identical_to_plain": True})
+                                            "speedup_vs_plain": world.speedup(k), "plain_wall_seconds": plain_seconds,
+                                            "identical_to_plain": True})
                         for prompt in prompts]
 
     monkeypatch.setattr(sweeps, "measure_point", fake_measure_point)

@@ -239,6 +239,23 @@ def test_speedup_only_for_equal_token_counts() -> None:
     assert compared[1] is not same and same.speedup_vs_plain is None  # inputs are not modified
 
 
+def test_a_prompts_speedup_is_the_median_of_its_per_repeat_ratios_not_a_ratio_of_medians() -> None:
+    plain = make_record("plain", wall=2.0, wall_seconds_all=[1.0, 2.0, 3.0])
+    speculative = make_record("speculative", wall=1.5, wall_seconds_all=[2.0, 1.0, 1.5])
+    compared = compare_with_plain([plain, speculative])[1]
+    assert compared.speedup_vs_plain == pytest.approx(2.0)  # repeats: 0.5, 2.0, 2.0 (medians would give 1.33)
+    assert compared.plain_wall_seconds == 2.0
+
+
+def test_the_first_plain_run_of_a_prompt_is_the_reference_everywhere() -> None:
+    from utils.decoding.generation_reports import repeat_speedups
+
+    first, second = make_record("plain", wall=2.0, wall_seconds_all=[2.0]), make_record("plain", wall=4.0, wall_seconds_all=[4.0])
+    speculative = compare_with_plain([first, second, make_record("speculative", wall=1.0, wall_seconds_all=[1.0])])[2]
+    assert speculative.speedup_vs_plain == pytest.approx(2.0)
+    assert repeat_speedups([first, second], [speculative]) == pytest.approx([2.0])
+
+
 def test_no_speedup_across_precisions_backends_or_stacks() -> None:
     plain = make_record("plain", wall=2.0)
     other_precision = make_record("speculative", precision="default")
@@ -531,8 +548,9 @@ def test_formula_by_task_pools_a_task_and_leaves_out_what_it_cannot_predict() ->
 
     plains = [make_record("plain", prompt_id=p, task=t, tpot_ms=ms, wall=2.0)
               for p, t, ms in (("a", "code", 10.0), ("b", "code", 30.0), ("c", "chat", 10.0))]
-    code_a = speculative("a", "code", 2.0, 20.0, 1.0, speedup_vs_plain=2.0, identical_to_plain=True)
-    code_b = speculative("b", "code", 4.0, 40.0, 4.0, speedup_vs_plain=0.5, identical_to_plain=False)
+    code_a = speculative("a", "code", 2.0, 20.0, 1.0, speedup_vs_plain=2.0, plain_wall_seconds=2.0, identical_to_plain=True)
+    code_b = speculative("b", "code", 4.0, 40.0, 4.0, speedup_vs_plain=0.5, plain_wall_seconds=2.0,
+                        identical_to_plain=False)
     chat = speculative("c", "chat", 2.0, 20.0, 2.0, speedup_vs_plain=None, identical_to_plain=True)
     threshold = replace(code_a, num_assistant_tokens=None, setting="threshold=0.5")
     orphan = speculative("z", "code", 2.0, 20.0, 1.0)  # no plain run of its prompt

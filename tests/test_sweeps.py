@@ -235,7 +235,7 @@ def test_grids_are_consistent() -> None:
 
 def test_summary_of_fabricated_records() -> None:
     steps = [1, 3, 2, 4, 1]
-    records = [record(speedup_vs_plain=2.0, wall_seconds=1.0, tokens_per_step=steps, identical_to_plain=True,
+    records = [record(speedup_vs_plain=2.0, plain_wall_seconds=2.0, wall_seconds=1.0, tokens_per_step=steps, identical_to_plain=True,
                       accepted_tokens=6, draft_tokens=12),
                record(speedup_vs_plain=None, wall_seconds=5.0, tokens_per_step=[1, 2, 2], identical_to_plain=False,
                       accepted_tokens=2, draft_tokens=4)]

@@ -237,7 +237,8 @@ class GenerationRecord:
     repeats: int = 1
     wall_seconds_all: list[float] = field(default_factory=list)
     outputs_stable: bool = True  # all repeats produced the same tokens
-    speedup_vs_plain: float | None = None
+    speedup_vs_plain: float | None = None  # median over repeats of plain wall time / this wall time, repeat by repeat
+    plain_wall_seconds: float | None = None  # the (median) wall time of the plain run it was compared with
     identical_to_plain: bool | None = None
     first_difference: int | None = None
     comparison_note: str = ""
@@ -450,8 +451,9 @@ def compare_with_plain(
 
     Plain references are matched by stack (OpenVINO GenAI or transformers) and
     prompt id, taken from `plain_records`, or from the plain records inside
-    `records`. The speed-up (plain wall time / this wall time) is reported only
-    when both ran on the same device, backend and precision and generated the
+    `records` (the first plain run of a prompt). The speed-up is the glossary's for one prompt: per repeat, plain
+    wall time / this wall time, and the median over repeats (without repeat times, the ratio of the two wall times);
+    it is reported only when both ran on the same device, backend and precision and generated the
     same number of tokens; `comparison_note` says why not otherwise.
     `identical_to_plain` is True when the token ids are equal, and
     `first_difference` gives the first differing position otherwise.
@@ -479,12 +481,15 @@ def compare_with_plain(
             notes.append(f"token counts differ (plain {plain.generated_tokens}, this {record.generated_tokens}): "
                          "no speed-up reported")
         comparable = not notes and record.wall_seconds > 0
-        speedup = plain.wall_seconds / record.wall_seconds if comparable else None
+        samples = decoding_metrics.speedup_per_repeat([plain.wall_seconds_all], [record.wall_seconds_all])
+        speedup = None if not comparable else statistics.median(samples) if samples else \
+            plain.wall_seconds / record.wall_seconds
         if not record.outputs_stable or not plain.outputs_stable:
             notes.append("repeats produced different outputs")
         compared.append(replace(
             record,
             speedup_vs_plain=speedup,
+            plain_wall_seconds=plain.wall_seconds if comparable else None,
             identical_to_plain=divergence is None,
             first_difference=divergence,
             comparison_note="; ".join(notes),

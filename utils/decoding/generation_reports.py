@@ -32,8 +32,7 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
     rows = []
     for (stack, mode, setting), group in groups.items():
         comparable = [record for record in group if record.speedup_vs_plain is not None]
-        plain_time = sum(record.wall_seconds * record.speedup_vs_plain for record in group
-                         if record.speedup_vs_plain is not None)
+        plain_time = sum(record.plain_wall_seconds or 0.0 for record in comparable)
         this_time = sum(record.wall_seconds for record in comparable)
         samples = repeat_speedups(plain, group)
         counted = [(record.accepted_tokens, record.draft_tokens) for record in group  # GenAI's counters, when sane
@@ -92,7 +91,9 @@ def repeat_speedups(plain: Sequence[GenerationRecord], candidates: Sequence[Gene
     A candidate counts only where plain ran the same prompt on the same stack and the token counts matched
     (`speedup_vs_plain` set, as in `compare_with_plain`). Empty without repeat times.
     """
-    by_prompt = {(record.stack, record.prompt_id): record for record in plain}
+    by_prompt: dict[tuple[str, str], GenerationRecord] = {}
+    for record in plain:  # the first plain run of a prompt, as `compare_with_plain` takes it
+        by_prompt.setdefault((record.stack, record.prompt_id), record)
     pairs = [(by_prompt[(record.stack, record.prompt_id)], record) for record in candidates
              if record.speedup_vs_plain is not None and (record.stack, record.prompt_id) in by_prompt]
     return decoding_metrics.speedup_per_repeat([base.wall_seconds_all for base, _ in pairs],
@@ -300,7 +301,7 @@ def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float =
         samples = repeat_speedups(plain, [record for record, _ in group])
         comparable = [record for record, _ in group if record.speedup_vs_plain is not None]
         spec_time = sum(record.wall_seconds for record in comparable)
-        plain_time = sum(record.wall_seconds * (record.speedup_vs_plain or 0.0) for record in comparable)
+        plain_time = sum(record.plain_wall_seconds or 0.0 for record in comparable)
         measured = (statistics.median(samples) if samples else plain_time / spec_time
                     if comparable and spec_time > 0 else None)
         cost_ratio = decoding_metrics.cost_ratio(draft_ms, plain_step)

@@ -191,8 +191,7 @@ def summarise_records(records: Sequence[GenerationRecord], draft_length: int | N
     `utils.decoding.decoding_metrics`' definitions, pooled over the records.
     """
     comparable = [record for record in records if record.speedup_vs_plain is not None]
-    plain_seconds = sum(record.wall_seconds * record.speedup_vs_plain for record in records
-                        if record.speedup_vs_plain is not None)
+    plain_seconds = sum(record.plain_wall_seconds or 0.0 for record in comparable)
     seconds = sum(record.wall_seconds for record in comparable)
     counted = [(record.accepted_tokens, record.draft_tokens) for record in records  # GenAI's counters, when sane
                if record.accepted_tokens is not None and record.draft_tokens is not None
