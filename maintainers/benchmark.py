@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from maintainers.run_context import check_writable_file, measurement_context
 from utils.decoding import decoding_metrics
 from utils.decoding.generation import (
     DecodingSettings,
@@ -60,11 +61,9 @@ from utils.input_checks import (
     as_integer,
     check_device,
     check_prompt_fits,
-    check_writable_file,
     context_length,
 )
 from utils.result_files import write_json
-from utils.system.environment_report import measurement_context
 
 MODES_ORDER = ("plain", "speculative", "prompt_lookup")
 LOOKUP_DEFAULT = 3  # --lookup-k and --ngram

@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from utils.input_checks import InputError, as_integer, check_writable_file
+from maintainers.run_context import check_writable_file
+from utils.input_checks import InputError, as_integer
 from utils.paths import REPO_ROOT, build_dir
 
 if TYPE_CHECKING:

@@ -48,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def write_tuning_json(path: Path, tuning: TaskTuning, argv: Sequence[str]) -> None:
     """The choices, every tuning measurement's summary per task, the command and the machine, as JSON."""
+    from maintainers.run_context import measurement_context
     from utils.result_files import write_json
-    from utils.system.environment_report import measurement_context
 
     write_json(path, {
         "machine": measurement_context(),
@@ -61,7 +61,8 @@ def write_tuning_json(path: Path, tuning: TaskTuning, argv: Sequence[str]) -> No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from utils.input_checks import InputError, check_writable_file
+    from maintainers.run_context import check_writable_file
+    from utils.input_checks import InputError
     from utils.models.model_catalogue import get_pair
     from utils.models.model_check import check_pair
     from utils.tables import text_table

@@ -31,7 +31,7 @@ from utils.decoding.pipelines import (
     main_model_properties,
 )
 from utils.decoding.prompts import Prompt, get_prompt
-from utils.decoding.step_streamer import StepRecorder, split_into_steps, step_segments, steps_to_html
+from utils.decoding.step_streamer import StepRecorder, step_segments, steps_to_html
 from utils.models.model_check import ModelFolderError, TokenizerMismatchError
 
 NEW_TOKENS = 24
@@ -362,12 +362,6 @@ def test_step_recorder_and_segments() -> None:
     assert "4 tokens in 2 main-model passes, 2 accepted" in page
     with pytest.raises(ValueError, match="needs the tokenizer"):
         StepRecorder(echo=True)
-
-
-def test_split_into_steps() -> None:
-    assert split_into_steps([1, 2, 3, 4], [1, 3]) == [[1], [2, 3, 4]]
-    with pytest.raises(ValueError, match="add up"):
-        split_into_steps([1, 2, 3], [1, 1])
 
 
 # --- the real offline pair ---------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,6 @@ from utils.input_checks import (
     check_device,
     check_prompt_fits,
     check_text,
-    check_writable_file,
     context_length,
 )
 
@@ -124,30 +122,6 @@ def test_this_machine_has_a_cpu_and_refuses_a_gpu_it_does_not_have() -> None:
     if not any(device.startswith("GPU") for device in devices):
         with pytest.raises(InputError, match="no GPU device.*Use one of: .*CPU"):
             check_device("GPU")
-
-
-def test_writable_file_checks_leave_nothing_behind(tmp_path: Path) -> None:
-    target = tmp_path / "new" / "deeper" / "bench.json"
-    assert check_writable_file(target, "--json") == target
-    assert list(tmp_path.iterdir()) == []  # no folder created, no probe left
-    with pytest.raises(InputError, match="is a folder"):
-        check_writable_file(tmp_path, "--json")
-    blocker = tmp_path / "file.txt"
-    blocker.write_text("x")
-    with pytest.raises(InputError) as error:
-        check_writable_file(blocker / "bench.json", "--json")
-    assert "is a file, not a folder" in one_line(error)
-
-
-def test_an_unwritable_folder_is_refused(tmp_path: Path) -> None:
-    # /proc cannot hold new files even for root; a read-only folder works for other users
-    with pytest.raises(InputError, match="cannot be written"):
-        check_writable_file(Path("/proc/bench.json"), "--json")
-    if os.geteuid() != 0:
-        locked = tmp_path / "locked"
-        locked.mkdir(mode=0o500)
-        with pytest.raises(InputError, match="cannot be written"):
-            check_writable_file(locked / "bench.json", "--json")
 
 
 def test_as_integer_upper_bound() -> None:

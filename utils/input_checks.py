@@ -1,7 +1,6 @@
 """Checks of user input and resources made before any long work, each failing with one line that says what to do.
 
-Used by the command-line tools (`maintainers.benchmark`, `maintainers.run_notebooks`) and
-by `utils.decoding.generation` and `utils.decoding.pipelines` (settings, pipelines, prompts). Every input check raises a
+Used by the command-line tools (`maintainers.benchmark`, `maintainers.run_notebooks`) and by `utils.decoding.generation` and `utils.decoding.pipelines` (settings, pipelines, prompts). Every input check raises a
 ValueError subclass (`InputError` unless the caller passes its own class), so a
 command line can print the message as a usage error instead of a traceback.
 The one resource check, `require_free_disk` (used by `utils.models.model_fetch` and by the builders
@@ -13,7 +12,6 @@ The one resource check, `require_free_disk` (used by `utils.models.model_fetch` 
     check_device("cpu")                           -> "CPU"
     check_text("caf\\udce9")                       -> InputError: ... unpaired surrogate ...
     check_prompt_fits(8000, 256, 8192, "SmolLM2") -> InputError: ... context of 8192 tokens ...
-    check_writable_file(Path("out/bench.json"))   -> the path, once its folder is known to be writable
     require_free_disk(Path("models"), 5e9)        -> InsufficientDiskError: ... need about 5.5 GB, 1.2 GB free ...
 """
 from __future__ import annotations
@@ -22,7 +20,6 @@ import json
 import operator
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -177,32 +174,6 @@ def check_device(device: Any, available: Sequence[str] | None = None, *, name: s
         raise error(f"{name} {device!r}: this machine has no {', '.join(missing)} device. "
                     f"Use one of: {', '.join(known) or 'none found'}.")
     return canonical
-
-
-def check_writable_file(path: Path | str, option: str = "the output file", *,
-                        error: type[ValueError] = InputError) -> Path:
-    """`path`, after checking that a file can be written there (its folder is creatable and writable).
-
-    Nothing is left behind: the probe file is removed, and no folder is created.
-    """
-    path = Path(path).expanduser()
-    if path.is_dir():
-        raise error(f"{option} {path} is a folder; give a file name inside it, e.g. {path / 'results.json'}.")
-    folder = path.parent
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise error(f"{option} {path} cannot be written: {existing} is a file, not a folder. Choose another path.")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise error(f"{option} {path} exists and is read-only. Choose another path or make it writable.")
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as problem:
-        raise error(f"{option} {path} cannot be written ({problem.strerror or problem} in {existing}). "
-                    "Choose a folder you can write to.") from None
-    return path
 
 
 def nearest_existing(path: Path | str) -> Path:

@@ -43,10 +43,6 @@ class Measured(Generic[Item]):
     def median_wall_seconds(self) -> float:
         return statistics.median(run.wall_seconds for run in self.runs)
 
-    @property
-    def median_cpu_seconds(self) -> float:
-        return statistics.median(run.cpu_seconds for run in self.runs)
-
 
 def timed(runner: Callable[[Item], Any], item: Item) -> TimedRun:
     """Runs `runner(item)` once and times it with `time.perf_counter` and `time.process_time`."""

@@ -10,9 +10,6 @@ Plain decoding hands over one token per step.
     record = run_prompt(loaded, prompt, settings, streamer=recorder)
     display(HTML(steps_to_html(tokenizer, recorder.steps)))
 
-`split_into_steps(record.token_ids, record.tokens_per_step)` rebuilds the same
-steps from a record without a streamer.
-
 Caveat: the last step can be cut short by `max_new_tokens` or the end-of-sequence
 token; its last token is then shown as the main model's although it may have
 been an accepted draft token.
@@ -97,17 +94,6 @@ class StepRecorder:
                 recorder.end()
 
         return _StepStreamer()
-
-
-def split_into_steps(token_ids: Sequence[int], tokens_per_step: Sequence[int]) -> list[list[int]]:
-    """Cut a flat token list into steps of the given sizes (e.g. `GenerationRecord.tokens_per_step`)."""
-    if sum(tokens_per_step) != len(token_ids):
-        raise ValueError(f"Step sizes add up to {sum(tokens_per_step)} but there are {len(token_ids)} tokens.")
-    steps, start = [], 0
-    for size in tokens_per_step:
-        steps.append(list(token_ids[start:start + size]))
-        start += size
-    return steps
 
 
 class StepSegmenter:

@@ -76,18 +76,6 @@ def cpu_features(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> dict:
 
 
 
-def measurement_context() -> dict:
-    """Where and when timings were taken (they only hold for that machine and load), for a results file."""
-    import datetime as dt
-    import os
-
-    return {"when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": platform.machine(), "processor": platform.processor() or platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-            "openvino_genai": package_versions(("openvino-genai",), with_python=False)["openvino-genai"],
-            "cpu": cpu_features()}  # VNNI/AMX decide int4 speed, and (f32 aside) whether outputs stay exact
-
 def memory_and_disk(folder: Path | None = None) -> dict:
     """Total/available RAM and free disk where the models live, in GB."""
     import psutil
@@ -115,12 +103,6 @@ def openvino_devices() -> list[dict]:
             entry["default_precision"] = "n/a"
         devices.append(entry)
     return devices
-
-
-def environment_report() -> dict:
-    """Everything above in one dictionary."""
-    return {"versions": package_versions(), "cpu": cpu_features(), "memory_disk": memory_and_disk(),
-            "devices": openvino_devices()}
 
 
 EXACT_MAIN_SETTINGS = "INFERENCE_PRECISION_HINT='f32', DYNAMIC_QUANTIZATION_GROUP_SIZE=0, KV_CACHE_PRECISION='f32'"
