@@ -19,7 +19,6 @@ from utils.decoding.step_streamer import (
     StepRecorder,
     StepSegmenter,
     segment_html,
-    split_into_steps,
     step_segments,
     steps_to_html,
 )
@@ -89,16 +88,6 @@ def test_the_genai_streamer_feeds_the_recorder_and_keeps_generation_running() ->
 
 
 # --------------------------------------------------------------------------- steps and coloured pieces
-
-
-def test_split_into_steps_rebuilds_the_recorded_steps() -> None:
-    recorder = StepRecorder()
-    for step in ([3], [1, 4, 1], [5, 9]):
-        recorder.add(step)
-    assert split_into_steps(recorder.token_ids, [len(step) for step in recorder.steps]) == recorder.steps
-    assert split_into_steps([], []) == []
-    with pytest.raises(ValueError, match="add up to 3 but there are 2 tokens"):
-        split_into_steps([1, 2], [1, 2])
 
 
 def test_each_step_ends_with_the_main_models_own_token() -> None:
