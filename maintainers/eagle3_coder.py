@@ -10,8 +10,8 @@ Stages, each an atomic folder under the models folder reused while its recipe ma
    let Qwen run on past its turn.) Some files are held out - never in training - and named in the recipe;
 2. tapped states - `utils.training.eagle3_hidden`: the exact f32 main's three tapped layers, and its own argmax at
    every position as the label (from the same prefill: no generation);
-3. training - `utils.training.eagle3_train`, the head's output rows started from the main's untied `lm_head`, both
-   end tokens (151645, 151643) kept in the draft vocabulary;
+3. training - `utils.training.eagle3_train.train_and_save_head`, as for notebook 08's head: the output rows start
+   from the main's untied `lm_head`, both end tokens (151645, 151643) stay in the draft vocabulary;
 4. export - `utils.training.eagle3_folder.export_head`, then `eagle3_checks.check_exported_head`.
 
 Nothing in `utils` or the notebooks imports this module.
@@ -29,15 +29,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from utils.training.eagle3_settings import HEAD_CODE, Eagle3Folders, Eagle3Settings, eagle3_folders
+from utils.training.eagle3_settings import HEAD_CODE, Eagle3Settings, eagle3_folders
 from utils.training.scaffold import MainModel, Sample, TrainingError
 
 THIS_CODE = ("maintainers.eagle3_coder",)
 IM_END = 151645  # <|im_end|>: Qwen's end of a chat turn, what the instruct model stops at
-END_OF_TEXT = 151643  # <|endoftext|>: the tokenizer's EOS
-END_IDS = (IM_END, END_OF_TEXT)
 HEAD_STEM = "qwen2.5-coder-1.5b"
 # Skipped parts of the standard library: its tests, IDLE, the Tk demos/tests, installed packages, caches.
 SKIPPED_PARTS = frozenset({"test", "tests", "idlelib", "idle_test", "site-packages", "dist-packages", "__pycache__",
@@ -248,18 +245,7 @@ def write_data(settings: CoderHeadSettings, main: MainModel, folder: Path, root:
     return folder, stats
 
 
-# --------------------------------------------------------------------------- stage 3: training with the untied lm_head
-
-
-def load_main_output_layer(main_hf_dir: Path) -> Any:
-    """The main's own output layer `lm_head.weight` [vocab, hidden] (Qwen2.5-Coder-1.5B does not tie it)."""
-    from safetensors import safe_open
-
-    for file in sorted(Path(main_hf_dir).glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as handle:
-            if "lm_head.weight" in handle.keys():
-                return handle.get_tensor("lm_head.weight").float()
-    raise TrainingError(f"No lm_head.weight in {main_hf_dir}: a tied main would start the head from its embedding.")
+# --------------------------------------------------------------------------- stage 3: training (the scaffold's, lm_head from the main's own)
 
 
 def coder_head_recipe(settings: CoderHeadSettings, hidden_dir: Path, main_hf_dir: Path) -> dict:
@@ -269,33 +255,6 @@ def coder_head_recipe(settings: CoderHeadSettings, hidden_dir: Path, main_hf_dir
                   if key not in ("weight_format", "name", "tap_batch_tokens")}
     return stage_recipe("eagle3-coder-head", trained_by, [hidden_dir, main_hf_dir], ("torch",), (*HEAD_CODE,
                                                                                                  *THIS_CODE))
-
-
-def train_and_save(settings: CoderHeadSettings, main: MainModel, folders: Eagle3Folders, recipe: dict,
-                   show_progress: bool) -> dict:
-    """`eagle3_build._train_and_save` for an untied main: lm_head rows from the main's lm_head, both ends kept."""
-    import torch
-
-    from utils.training.eagle3_checks import check_main
-    from utils.training.eagle3_folder import save_head_folder
-    from utils.training.eagle3_head import Eagle3Head, load_main_embedding, shape_from_main_config
-    from utils.training.eagle3_hidden import load_tapped
-    from utils.training.eagle3_train import init_from_main, train_head
-    from utils.training.eagle3_vocab import draft_vocabulary
-
-    main_config = check_main(main.hf)
-    data = load_tapped(folders.hidden)
-    vocab = draft_vocabulary(data.targets, settings.draft_vocab_size, int(main_config["vocab_size"]), END_IDS)
-    torch.manual_seed(settings.seed)
-    head = Eagle3Head(shape_from_main_config(main_config, settings.draft_vocab_size, settings.intermediate_size))
-    output = load_main_output_layer(main.hf) if not main_config.get("tie_word_embeddings", True) else None
-    init_from_main(head, load_main_embedding(main.hf), vocab, output_weight=output)
-    history = train_head(head, data, vocab, settings, show_progress=show_progress)
-    training = {"positions": int(len(data.tokens)), "samples": data.samples, "vocab_coverage": vocab.coverage,
-                "head_parameters": head.parameter_count(), "output_rows_from": "lm_head" if output is not None
-                else "embedding", **history.as_dict()}
-    save_head_folder(head, main.hf, folders.head, recipe, training)
-    return training
 
 
 # --------------------------------------------------------------------------- checks and the whole build
@@ -342,6 +301,7 @@ def build(preset: str | CoderHeadSettings, force: bool = False, show_progress: b
     from utils.training.eagle3_folder import TRAINING_FILE, export_head
     from utils.training.eagle3_hidden import OFFSETS_FILE, save_tapped, tap_hidden_states
     from utils.training.eagle3_settings import hidden_recipe
+    from utils.training.eagle3_train import train_and_save_head
     from utils.training.scaffold import load_samples
 
     settings = CoderHeadSettings.preset(preset)
@@ -370,7 +330,7 @@ def build(preset: str | CoderHeadSettings, force: bool = False, show_progress: b
     started = time.perf_counter()
     head_recipe = coder_head_recipe(settings, folders.hidden, main.hf)
     if force or not is_up_to_date(folders.head, head_recipe):
-        training = train_and_save(settings, main, folders, head_recipe, show_progress)
+        training = train_and_save_head(settings, main, folders, head_recipe, show_progress)
     else:
         training = json.loads((folders.head / TRAINING_FILE).read_text(encoding="utf-8"))
     times["training"] = {"seconds": time.perf_counter() - started, "tokens": training.get("tokens_seen", 0)}

@@ -62,37 +62,13 @@ def random_head_folder(main_hf_dir: Path, folder: Path, draft_vocab_size: int, i
     return save_head_folder(head, Path(main_hf_dir), Path(folder), recipe)
 
 
-def _train_and_save(settings: Eagle3Settings, main: MainModel, folders: Eagle3Folders, recipe: dict,
-                    show_progress: bool) -> None:
-    import torch
-
-    from utils.training.eagle3_checks import check_main
-    from utils.training.eagle3_folder import save_head_folder
-    from utils.training.eagle3_head import Eagle3Head, load_main_embedding, shape_from_main_config
-    from utils.training.eagle3_hidden import load_tapped
-    from utils.training.eagle3_train import init_from_main, train_head
-    from utils.training.eagle3_vocab import draft_vocabulary
-
-    main_config = check_main(main.hf)
-    data = load_tapped(folders.hidden)
-    end_ids = main_config.get("eos_token_id")
-    keep = end_ids if isinstance(end_ids, list) else [end_ids] if end_ids is not None else []
-    vocab = draft_vocabulary(data.targets, settings.draft_vocab_size, int(main_config["vocab_size"]), keep)
-    torch.manual_seed(settings.seed)
-    head = Eagle3Head(shape_from_main_config(main_config, settings.draft_vocab_size, settings.intermediate_size))
-    init_from_main(head, load_main_embedding(main.hf), vocab)
-    history = train_head(head, data, vocab, settings, show_progress=show_progress)
-    training = {"positions": int(len(data.tokens)), "samples": data.samples, "vocab_coverage": vocab.coverage,
-                "head_parameters": head.parameter_count(), **history.as_dict()}
-    save_head_folder(head, main.hf, folders.head, recipe, training)
-
-
 def prepare_eagle3_head(settings: Eagle3Settings, main: MainModel, device: str = "CPU", force: bool = False,
                         show_progress: bool = True) -> Eagle3Build:
     """Build (or reuse) every stage of a head for `main`: data, tapped states, training, folder, export (checked)."""
     from utils.training.eagle3_checks import check_export_packages, check_exported_head, check_main
     from utils.training.eagle3_folder import TRAINING_FILE, export_head
     from utils.training.eagle3_hidden import TAPPING_STATS_FILE, write_tapped_states
+    from utils.training.eagle3_train import train_and_save_head
     from utils.training.scaffold import load_stats, write_samples
 
     check_main(main.hf)
@@ -111,7 +87,7 @@ def prepare_eagle3_head(settings: Eagle3Settings, main: MainModel, device: str =
         rebuilt.append("tapped states")
     recipe = head_recipe(settings, folders.hidden, main.hf)
     if force or not is_up_to_date(folders.head, recipe):
-        _train_and_save(settings, main, folders, recipe, show_progress)
+        train_and_save_head(settings, main, folders, recipe, show_progress)
         rebuilt.append("training")
     before = read_marker(folders.exported)
     export_head(folders.head, folders.exported, settings.weight_format)

@@ -203,6 +203,23 @@ class Eagle3Head(nn.Module):
         return outputs
 
 
+def load_main_output_layer(main_hf_dir: Any, main_config: dict) -> torch.Tensor | None:
+    """The main's own output layer `lm_head.weight` [vocab, hidden] when it is not tied to the embedding, else None."""
+    from pathlib import Path
+
+    from safetensors import safe_open
+
+    if main_config.get("tie_word_embeddings", True):
+        return None
+    folder = Path(main_hf_dir)
+    for file in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            if "lm_head.weight" in handle.keys():
+                return handle.get_tensor("lm_head.weight").float()
+    raise TrainingError(f"{folder}'s config unties lm_head from the embedding, but no safetensors file holds "
+                        "lm_head.weight: rebuild the folder.")
+
+
 def load_main_embedding(main_hf_dir: Any) -> torch.Tensor:
     """The main's input embedding [vocab, hidden] from its safetensors file."""
     from pathlib import Path

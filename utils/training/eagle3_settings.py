@@ -21,8 +21,10 @@ from utils.input_checks import as_integer
 from utils.paths import models_dir
 from utils.training.scaffold import MainModel, TrainingError, TrainingSettings, stage_recipe
 
+# The code that trains and saves a head (reading the tapped states, the vocabulary, the head, its folder); not the
+# build's order of stages, its checks or its tree-mode runs, whose edits leave a trained head as it is.
 HEAD_CODE = ("utils.training.eagle3_head", "utils.training.eagle3_train", "utils.training.eagle3_vocab",
-             "utils.training.eagle3_hidden", "utils.training.eagle3_folder", "utils.training.eagle3_build")
+             "utils.training.eagle3_hidden", "utils.training.eagle3_folder")
 
 
 @dataclass(frozen=True)

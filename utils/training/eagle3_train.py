@@ -18,6 +18,7 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,9 +26,9 @@ from torch.nn import functional as F
 
 from utils.training.eagle3_head import Eagle3Head
 from utils.training.eagle3_hidden import TappedData
-from utils.training.eagle3_settings import Eagle3Settings
+from utils.training.eagle3_settings import Eagle3Folders, Eagle3Settings
 from utils.training.eagle3_vocab import DraftVocabulary
-from utils.training.scaffold import TrainingError, TrainingHistory, learning_rate, length_batches
+from utils.training.scaffold import MainModel, TrainingError, TrainingHistory, learning_rate, length_batches
 
 
 @dataclass
@@ -196,3 +197,46 @@ def train_head(head: Eagle3Head, data: TappedData, vocab: DraftVocabulary, setti
     validate(total_steps)
     head.eval()
     return history
+
+
+def end_token_ids(main_hf_dir: Path, main_config: dict) -> list[int]:
+    """Every id that ends the main's turn: its config's `eos_token_id` and its generation config's (Qwen has two)."""
+    import json
+
+    ids: list[int] = []
+    generation_config = Path(main_hf_dir) / "generation_config.json"
+    extra = json.loads(generation_config.read_text(encoding="utf-8")) if generation_config.is_file() else {}
+    for value in (main_config.get("eos_token_id"), extra.get("eos_token_id")):
+        for token in value if isinstance(value, list) else [value] if value is not None else []:
+            if int(token) not in ids:
+                ids.append(int(token))
+    return ids
+
+
+def train_and_save_head(settings: Eagle3Settings, main: MainModel, folders: Eagle3Folders, recipe: dict,
+                        show_progress: bool = True) -> dict:
+    """The training stage: a head on the tapped states of `folders.hidden`, saved to `folders.head` under `recipe`.
+
+    The draft vocabulary keeps every end-of-turn id; `lm_head` starts from the main's output rows (its own untied
+    output layer where it has one, else the embedding). Returns the training record.
+    """
+    from utils.training.eagle3_checks import check_main
+    from utils.training.eagle3_folder import save_head_folder
+    from utils.training.eagle3_head import load_main_embedding, load_main_output_layer, shape_from_main_config
+    from utils.training.eagle3_hidden import load_tapped
+    from utils.training.eagle3_vocab import draft_vocabulary
+
+    main_config = check_main(main.hf)
+    data = load_tapped(folders.hidden)
+    vocab = draft_vocabulary(data.targets, settings.draft_vocab_size, int(main_config["vocab_size"]),
+                             end_token_ids(main.hf, main_config))
+    torch.manual_seed(settings.seed)
+    head = Eagle3Head(shape_from_main_config(main_config, settings.draft_vocab_size, settings.intermediate_size))
+    output = load_main_output_layer(main.hf, main_config)
+    init_from_main(head, load_main_embedding(main.hf), vocab, output_weight=output)
+    history = train_head(head, data, vocab, settings, show_progress=show_progress)
+    training = {"positions": int(len(data.tokens)), "samples": data.samples, "vocab_coverage": vocab.coverage,
+                "head_parameters": head.parameter_count(),
+                "output_rows_from": "embedding" if output is None else "lm_head", **history.as_dict()}
+    save_head_folder(head, main.hf, folders.head, recipe, training)
+    return training
