@@ -138,7 +138,6 @@ def test_quick_head_builds_and_genai_drafts_with_it_losslessly(prepared_coder_pa
     import openvino_genai
 
     from utils.decoding.pipelines import main_model_properties, make_scheduler_config
-
     from utils.training.eagle3_checks import check_main
     from utils.training.eagle3_train import end_token_ids
 
