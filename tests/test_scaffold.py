@@ -83,3 +83,9 @@ def test_samples_and_their_statistics_round_trip(tmp_path: Path) -> None:
     scaffold.save_samples(samples, tmp_path, {"samples": 1})
     assert scaffold.load_samples(tmp_path) == samples and scaffold.load_stats(tmp_path) == {"samples": 1}
     assert samples[0].answer_tokens == 2
+
+
+def test_a_training_stops_after_its_epochs_rounded_up_to_a_whole_step() -> None:
+    from utils.training.scaffold import training_steps
+
+    assert [training_steps(10, epochs) for epochs in (0.25, 1, 2.01, 0)] == [3, 10, 21, 1]

@@ -36,6 +36,7 @@ from utils.training.scaffold import (
     learning_rate,
     require_complete,
     stage_recipe,
+    training_steps,
 )
 
 HISTORY_FILE = "training_history.json"
@@ -185,7 +186,7 @@ def train_draft(draft: Any, data: TrainingData, subset: VocabularySubset, settin
     offsets = data.offsets
     train_tokens = sum(len(data.samples[i].token_ids) - max(data.samples[i].loss_start, 1) for i in train)
     steps_per_epoch = math.ceil(len(train) / settings.batch_size)
-    total_steps = max(1, round(settings.epochs * steps_per_epoch))
+    total_steps = training_steps(steps_per_epoch, settings.epochs)
     optimizer = torch.optim.AdamW(draft.parameters(), lr=settings.learning_rate, betas=(0.9, 0.95),
                                   weight_decay=0.01)
     history = TrainingHistory(total_steps=total_steps, details={

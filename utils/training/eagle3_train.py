@@ -14,7 +14,6 @@ head cannot propose them) but count as misses in the accuracies.
 """
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass
@@ -28,7 +27,14 @@ from utils.training.eagle3_head import Eagle3Head
 from utils.training.eagle3_hidden import TappedData
 from utils.training.eagle3_settings import Eagle3Folders, Eagle3Settings
 from utils.training.eagle3_vocab import DraftVocabulary
-from utils.training.scaffold import MainModel, TrainingError, TrainingHistory, learning_rate, length_batches
+from utils.training.scaffold import (
+    MainModel,
+    TrainingError,
+    TrainingHistory,
+    learning_rate,
+    length_batches,
+    training_steps,
+)
 
 
 @dataclass
@@ -159,7 +165,7 @@ def train_head(head: Eagle3Head, data: TappedData, vocab: DraftVocabulary, setti
     train_ids, val_ids = split_samples(data.samples, settings.validation_share, settings.seed)
     lengths = [int(data.offsets[i + 1] - data.offsets[i]) for i in train_ids]
     groups = [[train_ids[i] for i in g] for g in length_batches(lengths, settings.batch_tokens)]
-    total_steps = max(1, math.ceil(len(groups) * settings.epochs))
+    total_steps = training_steps(len(groups), settings.epochs)
     trainable = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.0, betas=(0.9, 0.95))
     history = TrainingHistory(total_steps=total_steps)

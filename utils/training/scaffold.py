@@ -510,6 +510,14 @@ class TrainingHistory:
         return asdict(self)
 
 
+def training_steps(batches_per_epoch: int, epochs: float) -> int:
+    """The steps of a training that stops after `epochs` passes over its batches (a fraction rounds up), never on
+    the clock: one recipe, one model."""
+    import math
+
+    return max(1, math.ceil(batches_per_epoch * epochs))
+
+
 def learning_rate(step: int, total_steps: int, peak: float, warmup_steps: int, floor: float = 0.1) -> float:
     """Linear warm-up over `warmup_steps`, then cosine decay from `peak` to `floor` x `peak` at `total_steps`."""
     import math
