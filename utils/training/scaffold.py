@@ -471,12 +471,15 @@ def write_samples(settings: TrainingSettings, main: MainModel, folder: Path, dev
     from utils.decoding.prompts import PROMPTS
 
     require_complete(main.openvino, "main model (OpenVINO)")
-    recipe = stage_recipe("data", {"main": main.openvino.name, **settings.data_settings()}, [main.openvino],
-                          ("openvino", "openvino-genai"), code)
+    held_out = [prompt.text for prompt in PROMPTS]
+    # the held-out benchmark prompts are part of the recipe: a new prompt in the course's set means new data
+    recipe = stage_recipe("data", {"main": main.openvino.name, **settings.data_settings(),
+                                   "held_out_prompts": sorted(prompt.id for prompt in PROMPTS),
+                                   "held_out_texts": hashlib.sha256("\0".join(held_out).encode()).hexdigest()},
+                          [main.openvino], ("openvino", "openvino-genai"), code)
     if not force and is_up_to_date(folder, recipe):
         print(f"Reusing the training data in {folder}")
         return folder
-    held_out = [prompt.text for prompt in PROMPTS]
     started = time.perf_counter()
     samples, stats = generate_samples(main.openvino, settings, held_out, device, show_progress)
     overlap = held_out_overlap((sample.user_text for sample in samples), held_out)
