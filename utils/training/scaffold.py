@@ -14,7 +14,11 @@ names one model. What the two share, in the order of use:
   `generation_config`, `run_batched`) and padded teacher-forced prefills (`length_batches`, `padded_prefills`);
 - stage 1, data: `write_samples(settings, main, folder)` - the main writes prompts (most started by a task
   opener) and answers them, on OpenVINO GenAI's continuous batching; `load_samples`, `load_stats` read it;
-- training: `TrainingHistory` and `learning_rate` (warm-up, then cosine decay over the set steps).
+- training: `training_steps` (epochs times batches, rounded up), `TrainingHistory` and `learning_rate` (warm-up, then
+  cosine decay over the set steps).
+
+Why one module: it is the one contract both drafts are built by; every part of it is hashed into every stage's
+recipe, so splitting it would not make a stage depend on less code.
 """
 from __future__ import annotations
 
