@@ -17,8 +17,8 @@ names one model. What the two share, in the order of use:
 - training: `training_steps` (epochs times batches, rounded up), `TrainingHistory` and `learning_rate` (warm-up, then
   cosine decay over the set steps).
 
-Why one module: it is the one contract both drafts are built by; every part of it is hashed into every stage's
-recipe, so splitting it would not make a stage depend on less code.
+Why one module: it is the one contract both drafts are built by, read in the order of use; every stage's recipe
+hashes it (`SCAFFOLD_CODE`), so an edit anywhere in it rebuilds every stage: edit it rarely.
 """
 from __future__ import annotations
 
