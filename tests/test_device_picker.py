@@ -16,6 +16,8 @@ from utils.display.device_picker import default_device, device_picker
     (None, ["CPU", "GPU.0"], "CPU"),
     ("NPU", ["CPU", "GPU.0"], "CPU"),
     ("CPU", ["GPU.0", "NPU"], "GPU.0"),  # no CPU listed: the first device OpenVINO lists
+    ("gpu", ["CPU", "GPU.0"], "GPU.0"),  # a name as a learner types it
+    ("GPU", ["CPU", "GPU.0", "GPU.1"], "GPU.0"),
 ])
 def test_the_default_is_the_requested_device_else_cpu_else_the_first(requested: str | None, options: list[str],
                                                                     expected: str) -> None:

@@ -353,3 +353,9 @@ def test_divergence_margin_takes_genai_tokenized_inputs() -> None:
     prompt = SimpleNamespace(input_ids=SimpleNamespace(data=np.array([[4, 5]])))
     assert divergence_margin(model, prompt, [6, 7], position=1) == 0.0  # type: ignore[arg-type]  # GenAI's inputs
     assert model.fed["input_ids"].tolist() == [[4, 5, 6]]
+
+
+def test_the_verdict_says_so_when_no_row_can_be_judged() -> None:
+    assert speedup_verdict([]) == "No speculative run to judge in these rows."
+    row = {"setting": "K=3", "task": "code", "speed-up (median)": None, "slowest repeat": None, "fastest repeat": None}
+    assert speedup_verdict([row]) == "In this run, K=3: no comparable prompt (token counts differ)."

@@ -135,3 +135,12 @@ def test_plain_decoding_shows_no_accepted_token() -> None:
     page = steps_to_html(ByteTokenizer(), [[token] for token in tokens("plain")])
     assert "5 tokens in 5 main-model passes, 0 accepted from the draft" in page
     assert ACCEPTED_COLOUR not in page.split("</div>", 1)[1]  # only the legend uses the green
+
+
+def test_a_numpy_integer_is_one_token() -> None:
+    import numpy as np
+
+    recorder = StepRecorder()
+    recorder.add(np.int64(7))
+    recorder.add(np.array([8, 9]))
+    assert recorder.steps == [[7], [8, 9]]

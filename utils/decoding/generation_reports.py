@@ -143,8 +143,8 @@ def speedup_verdict(rows: Sequence[dict]) -> str:
         if decoding_metrics.NO_CLEAR_DIFFERENCE in by_verdict:
             parts.append(f"no clear difference (the repeats straddle 1.00x) on "
                          f"{', '.join(by_verdict[decoding_metrics.NO_CLEAR_DIFFERENCE])}")
-        sentences.append(f"{setting}: " + "; ".join(parts) + ".")
-    return "In this run, " + " ".join(sentences)
+        sentences.append(f"{setting}: " + ("; ".join(parts) or "no comparable prompt (token counts differ)") + ".")
+    return "In this run, " + " ".join(sentences) if sentences else "No speculative run to judge in these rows."
 
 
 def _plain_step_ms(records: Sequence[GenerationRecord]) -> dict[str, float]:

@@ -47,6 +47,11 @@ def check_main_folder(main_dir: Path | str) -> Path:
     return check_model_folder(path, "main model")
 
 
+def _starts_with(path: Path, magic: bytes) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(len(magic)) == magic
+
+
 def check_draft_folder(draft_dir: Path | str, main_dir: Path | str | None = None) -> Path:
     """The draft model folder, checked before loading anything.
 
@@ -59,7 +64,7 @@ def check_draft_folder(draft_dir: Path | str, main_dir: Path | str | None = None
     from utils.models.model_check import check_model_folder, check_pair
 
     path = Path(draft_dir).expanduser()
-    if path.suffix.lower() == ".gguf" or (path.is_file() and path.read_bytes()[:4] == b"GGUF"):
+    if path.suffix.lower() == ".gguf" or (path.is_file() and _starts_with(path, b"GGUF")):
         raise SpeculationSetupError(
             f"{path} is a GGUF file. OpenVINO GenAI loads GGUF files as a main model only, not as a draft. Export "
             "the draft to an OpenVINO folder (`optimum-cli export openvino --model <hf folder> --weight-format int4 "

@@ -17,6 +17,7 @@ been an accepted draft token.
 from __future__ import annotations
 
 import html
+import numbers
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,7 +48,7 @@ class StepRecorder:
 
     def add(self, tokens: int | Sequence[int]) -> None:
         """Record one step's tokens (an int or a sequence, as GenAI passes them)."""
-        step = [int(tokens)] if isinstance(tokens, int) else [int(token) for token in tokens]
+        step = [int(tokens)] if isinstance(tokens, numbers.Integral) else [int(token) for token in tokens]  # NumPy too
         if not step:
             return
         self.steps.append(step)

@@ -20,6 +20,9 @@ def default_device(requested: str | None = None, options: list[str] | None = Non
         raise RuntimeError("OpenVINO lists no device on this machine: check the openvino installation.")
     if requested in options:
         return requested
+    matches = [option for option in options if requested and option.split(".")[0].upper() == requested.upper()]
+    if matches:  # "gpu", or "GPU" where OpenVINO lists "GPU.0"
+        return matches[0]
     return "CPU" if "CPU" in options else options[0]
 
 
