@@ -47,7 +47,8 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
             "prompts": len(group),
             "generated_tokens": tokens,
             "wall_seconds": sum(record.wall_seconds for record in group),
-            "tokens_per_second": tokens / sum(record.wall_seconds for record in group),
+            "tokens_per_second": tokens / seconds if (seconds := sum(record.wall_seconds for record in group)) > 0
+            else None,
             "comparable_prompts": len(comparable),
             "speedup_vs_plain": (statistics.median(samples) if samples else plain_time / this_time)
             if comparable and this_time > 0 else None,
