@@ -20,7 +20,7 @@ import html
 import numbers
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 ACCEPTED_COLOUR = "#b7e4c7"  # green: proposed by the draft (or copied from the prompt) and accepted
 MAIN_COLOUR = "#ffd6a5"  # orange: produced by the main model itself
@@ -48,7 +48,10 @@ class StepRecorder:
 
     def add(self, tokens: int | Sequence[int]) -> None:
         """Record one step's tokens (an int or a sequence, as GenAI passes them)."""
-        step = [int(tokens)] if isinstance(tokens, numbers.Integral) else [int(token) for token in tokens]  # NumPy too
+        if isinstance(tokens, numbers.Integral):  # an int, NumPy's too
+            step = [int(tokens)]
+        else:
+            step = [int(token) for token in cast(Sequence[int], tokens)]
         if not step:
             return
         self.steps.append(step)
