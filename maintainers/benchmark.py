@@ -6,6 +6,7 @@
     python -m maintainers.benchmark --main-dir models/x-ov --draft-dir models/y-ov   # any two folders
     python -m maintainers.benchmark --pair qwen2.5-coder --precision f32 --draft-precision bf16   # exact main, fast draft
     python -m maintainers.benchmark --pair qwen2.5-coder --precision f32 --fast-main   # the main's fast path kept
+    python -m maintainers.benchmark --pair qwen2.5-coder --precision f32 --draft default eagle3-quick   # two drafts
 
 It uses the same functions as notebooks 02 and 03 (`utils.decoding.generation`), so the
 figures agree: every pipeline runs on OpenVINO GenAI's continuous-batching
@@ -16,8 +17,11 @@ under --precision f32 with greedy decoding). For speculative runs with a fixed
 K it also prints, per task, the measured speed-up beside Leviathan's prediction
 from the measured acceptance and cost ratio c, and beside the prediction from
 the measured step times (`utils.decoding.generation_reports.formula_by_task`), then the
-best lossless setting of each task type and over all prompts. To compare
-drafts, run it once per `--draft` (or `--draft-dir`). `--draft-precision` runs
+best lossless setting of each task type and over all prompts. Several `--draft`
+variants (or `--draft-dir` folders) are measured in the same interleaved run, each
+row named after its draft; for the Qwen2.5-Coder pair, `eagle3-quick` and
+`eagle3-reference` name the EAGLE-3 heads `python -m maintainers.eagle3_coder`
+builds (checked for `eagle3_mode` and for the main's widths and tokenizer). `--draft-precision` runs
 the draft at another inference precision than the main model: only the main
 model decides the output, so a bf16 draft keeps an f32 run lossless and only
 changes how often, and how cheaply, the draft is right. `--precision f32` also
@@ -33,7 +37,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from maintainers.run_context import check_writable_file, measurement_context
@@ -67,6 +71,7 @@ from utils.result_files import write_json
 
 MODES_ORDER = ("plain", "speculative", "prompt_lookup")
 LOOKUP_DEFAULT = 3  # --lookup-k and --ngram
+HEAD_VARIANTS = ("eagle3-quick", "eagle3-reference")  # --draft names of maintainers.eagle3_coder's presets
 RNG_SEED_MAX = 2**64 - 1  # GenerationConfig.rng_seed is a size_t: 0 .. 2**64-1 (a negative seed is a pybind TypeError)
 
 
@@ -75,7 +80,7 @@ class BenchmarkPlan:
     """Everything a benchmark run needs, validated: folders, settings per mode, prompts, timing options."""
 
     main_dir: Path
-    draft_dir: Path | None
+    drafts: dict[str, Path]  # label -> draft folder, in the order given; empty without speculative decoding
     device: str
     precision: str
     settings: list[DecodingSettings]
@@ -87,6 +92,12 @@ class BenchmarkPlan:
     target_speedup: float = 1.5  # what the formula table budgets the draft step for
     exact_main: bool = True  # with precision f32: the main model without dynamic quantisation (--fast-main keeps it)
     description: dict = field(default_factory=dict)
+    draft_of: dict[str, str] = field(default_factory=dict)  # with several drafts: setting label -> draft label
+
+    @property
+    def draft_dir(self) -> Path | None:
+        """The first draft's folder (None without speculative decoding)."""
+        return next(iter(self.drafts.values()), None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,10 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     models = parser.add_argument_group("models")
     models.add_argument("--pair", default="offline", help="model pair from utils.models.model_catalogue")
-    models.add_argument("--draft", default=None, metavar="VARIANT",
-                        help="draft variant of the pair instead of its default (offline pair: int4, int8, fp16)")
+    models.add_argument("--draft", nargs="+", default=None, metavar="VARIANT",
+                        help="draft variants of the pair, measured side by side ('default', or e.g. int8 and fp16 "
+                             f"for the offline pair; {' and '.join(HEAD_VARIANTS)} for the qwen2.5-coder pair: the "
+                             "EAGLE-3 heads python -m maintainers.eagle3_coder builds)")
     models.add_argument("--main-dir", type=Path, default=None, help="main model folder (overrides --pair)")
-    models.add_argument("--draft-dir", type=Path, default=None, help="draft model folder (overrides --pair/--draft)")
+    models.add_argument("--draft-dir", type=Path, nargs="+", default=None, metavar="DIR",
+                        help="draft model folders, measured side by side (override --pair/--draft)")
     models.add_argument("--device", default="CPU")
     models.add_argument("--precision", choices=PRECISIONS, default="default",
                         help="f32 sets INFERENCE_PRECISION_HINT=f32 on main and draft; default keeps the device's "
@@ -171,6 +185,42 @@ def _refuse_ignored_options(arguments: argparse.Namespace) -> None:
                                         f"{' and '.join(given)}.")
 
 
+def coder_head_folder(variant: str) -> Path:
+    """The exported EAGLE-3 head `python -m maintainers.eagle3_coder --preset P` builds for `--draft eagle3-P`."""
+    from maintainers.eagle3_coder import CoderHeadSettings, coder_main
+    from utils.training.eagle3_settings import eagle3_folders
+
+    preset = variant.removeprefix("eagle3-")
+    folder = eagle3_folders(CoderHeadSettings.preset(preset), coder_main()).exported
+    if not (folder / "openvino_model.xml").is_file():
+        raise SpeculationSetupError(f"The {variant} head is not built ({folder} is missing): build it with "
+                                    f"`python -m maintainers.eagle3_coder --preset {preset}`.")
+    return folder
+
+
+def is_eagle3_head(folder: Path) -> bool:
+    """True if the folder's config.json names an EAGLE-3 head architecture."""
+    import json
+
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return False
+    architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    return any("eagle3" in str(name).lower() for name in architectures)
+
+
+def check_drafts(folders: dict[str, Path], main_dir: Path) -> dict[str, Path]:
+    """Each draft checked against the main (an EAGLE-3 head also for `eagle3_mode`, widths and tokenizer)."""
+    from utils.training.eagle3_checks import check_exported_head
+
+    checked = {}
+    for label, folder in folders.items():
+        if is_eagle3_head(folder):
+            check_exported_head(Path(folder), main_dir)
+        checked[label] = check_draft_folder(folder, main_dir)
+    return checked
+
+
 def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
     """Turn parsed arguments into a checked plan; raises ValueError (with what to do) before loading models."""
     as_integer(arguments.seed, "--seed", minimum=0, maximum=RNG_SEED_MAX,
@@ -207,7 +257,9 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
         if precision is not None:
             check_single_thread_precision(device, None, precision, arguments.threads)
 
-    description = {"pair": arguments.pair, "draft_variant": arguments.draft}
+    variants = list(dict.fromkeys(arguments.draft or ["default"]))
+    description = {"pair": arguments.pair, "draft_variants": variants}
+    drafts: dict[str, Path] = {}
     if arguments.main_dir is not None:
         main_dir = arguments.main_dir
         description["pair"] = None
@@ -216,42 +268,74 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
 
         try:
             pair = get_pair(arguments.pair)
-            draft_spec = pair.draft_variant(arguments.draft)
+            for variant in variants:
+                if variant in HEAD_VARIANTS:
+                    if pair.name != "qwen2.5-coder":
+                        raise KeyError(f"--draft {variant} is a head for the qwen2.5-coder pair's main, not for "
+                                       f"'{pair.name}': add --pair qwen2.5-coder.")
+                    continue
+                drafts[variant] = pair.draft_variant(None if variant == "default" else variant).path
         except KeyError as error:
             raise SpeculationSetupError(error.args[0]) from None
         main_dir = pair.main.path
     main_dir = check_main_folder(main_dir)
     check_prompt_fits(0, arguments.max_new_tokens, context_length(main_dir), main_dir.name)
-    draft_dir = None
-    if "speculative" in arguments.modes:
-        if arguments.draft_dir is not None:
-            draft_dir = arguments.draft_dir
-        elif arguments.main_dir is None:
-            draft_dir = draft_spec.path
-        else:
-            raise SpeculationSetupError("With --main-dir, give --draft-dir too (or leave speculative out of --modes).")
-        draft_dir = check_draft_folder(draft_dir, main_dir)
-    return BenchmarkPlan(main_dir=main_dir, draft_dir=draft_dir, device=device,
+    if "speculative" not in arguments.modes:
+        drafts = {}
+    elif arguments.draft_dir is not None:
+        drafts = {folder.name: folder for folder in dict.fromkeys(arguments.draft_dir)}
+    elif arguments.main_dir is not None:
+        raise SpeculationSetupError("With --main-dir, give --draft-dir too (or leave speculative out of --modes).")
+    else:
+        for variant in variants:
+            if variant in HEAD_VARIANTS:
+                drafts[variant] = coder_head_folder(variant)
+        drafts = {variant: drafts[variant] for variant in variants}
+    drafts = check_drafts(drafts, main_dir)
+    draft_of: dict[str, str] = {}
+    if len(drafts) > 1:  # one row per draft and setting, named after the draft
+        named: list[DecodingSettings] = []
+        for item in settings:
+            if item.mode != "speculative":
+                named.append(item)
+                continue
+            for label in drafts:
+                named.append(replace(item, name=f"{label} {item.label}"))
+                draft_of[named[-1].label] = label
+        settings = named
+    return BenchmarkPlan(main_dir=main_dir, drafts=drafts, device=device,
                          precision=arguments.precision, draft_precision=arguments.draft_precision,
                          settings=settings, prompts=prompts,
                          warmup=arguments.warmup, repeats=arguments.repeats, threads=arguments.threads,
                          target_speedup=arguments.target_speedup, exact_main=not arguments.fast_main,
-                         description=description)
+                         description=description, draft_of=draft_of)
 
 
 def run_benchmark(plan: BenchmarkPlan, progress=None) -> list[GenerationRecord]:
     """Load one pipeline per mode, measure every setting side by side, and compare with plain."""
     pipelines = {}
-    for mode in dict.fromkeys(settings.mode for settings in plan.settings):
-        pipelines[mode] = load_pipeline(mode, plan.main_dir, plan.device, precision=plan.precision,
-                                        draft_dir=plan.draft_dir if mode == "speculative" else None,
-                                        draft_precision=plan.draft_precision if mode == "speculative" else None,
-                                        threads=plan.threads, exact_main=plan.exact_main)
+    for settings in plan.settings:
+        key = _pipeline_key(plan, settings)
+        if key not in pipelines:
+            speculative = settings.mode == "speculative"
+            pipelines[key] = load_pipeline(settings.mode, plan.main_dir, plan.device, precision=plan.precision,
+                                           draft_dir=plan.drafts[key[1]] if speculative else None,
+                                           draft_precision=plan.draft_precision if speculative else None,
+                                           threads=plan.threads, exact_main=plan.exact_main)
     check_prompts_fit(plan, next(iter(pipelines.values())).tokenizer)
-    candidates = [(pipelines[settings.mode], settings) for settings in plan.settings]
+    candidates = [(pipelines[_pipeline_key(plan, settings)], settings) for settings in plan.settings]
     records = measure_side_by_side(candidates, plan.prompts, warmup=plan.warmup, repeats=plan.repeats,
                                    progress=progress, show_progress=False)
     return compare_with_plain(records)
+
+
+def _pipeline_key(plan: BenchmarkPlan, settings: DecodingSettings) -> tuple[str, str]:
+    """(mode, draft label): one pipeline per mode, and per draft for speculative settings."""
+    if settings.mode != "speculative":
+        return settings.mode, ""
+    if len(plan.drafts) == 1:
+        return settings.mode, next(iter(plan.drafts))
+    return settings.mode, plan.draft_of[settings.label]
 
 
 def check_prompts_fit(plan: BenchmarkPlan, tokenizer) -> None:
@@ -335,6 +419,7 @@ def write_benchmark_json(path: Path, plan: BenchmarkPlan, records: Sequence[Gene
         "machine": measurement_context(),
         "plan": {
             "main_dir": str(plan.main_dir), "draft_dir": str(plan.draft_dir) if plan.draft_dir else None,
+            "drafts": {label: str(folder) for label, folder in plan.drafts.items()},
             "device": plan.device, "precision": plan.precision, "draft_precision": plan.draft_precision,
             "exact_main": plan.exact_main, "warmup": plan.warmup, "repeats": plan.repeats,
             "target_speedup": plan.target_speedup,
@@ -356,7 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = plan_benchmark(arguments)
     except (ValueError, KeyError) as error:
         parser.error(str(error))
-    draft = f", draft {plan.draft_dir.name}" if plan.draft_dir else ""
+    draft = f", draft{'s' if len(plan.drafts) > 1 else ''} " + ", ".join(folder.name for folder in plan.drafts.values()) \
+        if plan.drafts else ""
     if plan.draft_dir and plan.draft_precision is not None:
         draft += f" at {plan.draft_precision}"
     main_path = " (fast path: dynamic quantisation kept)" if plan.precision == "f32" and not plan.exact_main else ""

@@ -287,3 +287,50 @@ def test_the_seed_range_is_what_generation_config_accepts() -> None:
     for refused in (-1, benchmark.RNG_SEED_MAX + 1):
         with pytest.raises(TypeError):
             config.rng_seed = refused
+
+
+def test_several_drafts_are_measured_side_by_side_each_with_its_own_pipeline(offline_pair, monkeypatch) -> None:
+    two = plan("--draft", "default", "int8", "-k", "2", "4", "--modes", "plain", "speculative")
+    assert two.drafts == {"default": offline_pair.draft, "int8": offline_pair.int8}
+    assert [settings.label for settings in two.settings] == ["greedy", "default K=2", "int8 K=2", "default K=4",
+                                                             "int8 K=4"]
+    loaded = []
+
+    def record_load(mode, main_dir, device, **options):
+        loaded.append((mode, options["draft_dir"]))
+        return type("Loaded", (), {"mode": mode, "tokenizer": None})()
+
+    monkeypatch.setattr(benchmark, "load_pipeline", record_load)
+    monkeypatch.setattr(benchmark, "check_prompts_fit", lambda *args: None)
+    measured = {}
+    monkeypatch.setattr(benchmark, "measure_side_by_side",
+                        lambda candidates, *args, **kwargs: measured.setdefault("candidates", candidates) and [])
+    benchmark.run_benchmark(two)
+    assert loaded == [("plain", None), ("speculative", offline_pair.draft), ("speculative", offline_pair.int8)]
+    drafts_used = [(settings.label, pipeline) for pipeline, settings in measured["candidates"]]
+    assert drafts_used[1][1] is drafts_used[3][1] and drafts_used[2][1] is drafts_used[4][1]
+    assert drafts_used[1][1] is not drafts_used[2][1]
+
+
+def test_a_head_variant_needs_the_coder_pair_and_a_built_head(offline_pair, tmp_path: Path, monkeypatch,
+                                                              no_model_loading) -> None:
+    with pytest.raises(SpeculationSetupError, match="add --pair qwen2.5-coder"):
+        plan("--draft", "eagle3-quick")
+    from maintainers import eagle3_coder
+
+    monkeypatch.setattr(eagle3_coder, "coder_main",
+                        lambda: eagle3_coder.CoderMain(tmp_path / "main-ov", tmp_path / "main-hf", "main"))
+    monkeypatch.setenv("SPECDEC_MODELS_DIR", str(tmp_path))
+    with pytest.raises(SpeculationSetupError, match="python -m maintainers.eagle3_coder --preset quick"):
+        benchmark.coder_head_folder("eagle3-quick")
+
+
+def test_a_head_folder_is_checked_as_a_head(offline_pair, tmp_path: Path, no_model_loading) -> None:
+    from utils.training.scaffold import TrainingError
+
+    head = tmp_path / "head"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    assert benchmark.is_eagle3_head(head) and not benchmark.is_eagle3_head(offline_pair.draft)
+    with pytest.raises(TrainingError, match="no openvino_model.xml: export the head first"):
+        plan("--draft-dir", str(head))
