@@ -31,6 +31,7 @@ NOTEBOOK_CORE_MINUTES = 25  # the most a notebook's core path may take to read a
 TRACK_START, TRACK_END = "<!-- workshop-track:start -->", "<!-- workshop-track:end -->"
 MACHINES_START, MACHINES_END = "<!-- reference-machines:start -->", "<!-- reference-machines:end -->"
 PREPARATION_START, PREPARATION_END = "<!-- preparation-times:start -->", "<!-- preparation-times:end -->"
+CODER_BUILD_START, CODER_BUILD_END = "<!-- coder-pair-time:start -->", "<!-- coder-pair-time:end -->"
 # The steps tutorial.py's setup times (its SETUP_STEPS), as the guide names them; "setup" is the whole of it.
 SETUP_STEPS = {"main_environment": "the main environment", "ipex_environment": "the IPEX-LLM environment",
                "offline_pair": "the offline pair", "coder_pair": "the Qwen2.5-Coder pair (its wheels and its build)",
@@ -159,13 +160,14 @@ def track_table(root: Path = REPO_ROOT) -> str:
     return "\n".join(lines)
 
 
-def between_markers(text: str, start: str, end: str, body: str) -> str:
-    """`text` with what lies between the markers `start` and `end` replaced by `body`."""
+def between_markers(text: str, start: str, end: str, body: str, inline: bool = False) -> str:
+    """`text` with what lies between the markers `start` and `end` replaced by `body` (on lines of its own, or
+    `inline` within a sentence: a line that starts with `<!--` would begin a raw HTML block in markdown)."""
     if start not in text or end not in text:
-        raise ValueError(f"the teacher's guide has no {start} ... {end} block")
+        raise ValueError(f"the page has no {start} ... {end} block")
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{body}\n{end}{tail}"
+    return f"{head}{start}{body}{end}{tail}" if inline else f"{head}{start}\n{body}\n{end}{tail}"
 
 
 def guide_with_track(text: str, root: Path = REPO_ROOT) -> str:
@@ -203,6 +205,21 @@ def preparation_text(root: Path = REPO_ROOT) -> str:
             f"- The day-before check (section 3) runs every notebook: {total} by their reference runs (the sum of the "
             f"README's times; {machines_sentence(root)})"
             + (f", without {number_ranges(not_run)}, not run yet." if not_run else "."))
+
+
+def coder_pair_time_text(root: Path = REPO_ROOT) -> str:
+    """The setup page's words for building the Coder pair, from docs/preparation-times.json."""
+    record = json.loads(preparation_times_path(root).read_text(encoding="utf-8"))
+    step = (record.get("steps") or {}).get("coder_pair") or {}
+    machine = record.get("machine") or {}
+    if step.get("seconds") is None:
+        return "its build has not been timed yet"
+    return (f"its wheels and build took {as_time(step['seconds'])} on {machine.get('cpu', 'an unnamed CPU')} with "
+            f"{machine.get('cores', '?')} cores, from a package mirror nearby")
+
+
+def setup_page_rewrite(text: str, root: Path = REPO_ROOT) -> str:
+    return between_markers(text, CODER_BUILD_START, CODER_BUILD_END, coder_pair_time_text(root), inline=True)
 
 
 def guide_with_preparation(text: str, root: Path = REPO_ROOT) -> str:
@@ -260,12 +277,12 @@ def track_problems(root: Path = REPO_ROOT) -> list[str]:
     return problems
 
 
-def pages(root: Path = REPO_ROOT) -> tuple[Path, Path]:
-    return root / "README.md", root / "docs" / "teachers-guide.md"
+def pages(root: Path = REPO_ROOT) -> tuple[Path, Path, Path]:
+    return root / "README.md", root / "docs" / "teachers-guide.md", root / "docs" / "setup.md"
 
 
 def out_of_date(root: Path = REPO_ROOT) -> list[str]:
-    readme, guide = pages(root)
+    readme, guide, setup_page = pages(root)
     stale = []
     text = readme.read_text(encoding="utf-8")
     if readme_with_times(text, root) != text:
@@ -278,18 +295,22 @@ def out_of_date(root: Path = REPO_ROOT) -> list[str]:
     if guide_with_preparation(text, root) != text:
         stale.append("docs/teachers-guide.md: the preparation times differ from docs/preparation-times.json and the "
                      "notebooks' reference runs")
+    text = setup_page.read_text(encoding="utf-8")
+    if setup_page_rewrite(text, root) != text:
+        stale.append("docs/setup.md: the Coder pair's build time differs from docs/preparation-times.json")
     return stale
 
 
 def update_all(root: Path = REPO_ROOT) -> list[Path]:
-    """Rewrite the README's times, the guide's track and its preparation times; return the files changed."""
+    """Rewrite the README's times, the guide's track and preparation times, the setup page's Coder build time;
+    return the files changed."""
     changed = []
-    readme, guide = pages(root)
+    readme, guide, setup_page = pages(root)
 
     def readme_rewrite(text: str, root: Path) -> str:
         return readme_with_machines(readme_with_times(text, root), root)
 
-    for path, rewrite in ((readme, readme_rewrite), (guide, guide_rewrite)):
+    for path, rewrite in ((readme, readme_rewrite), (guide, guide_rewrite), (setup_page, setup_page_rewrite)):
         old = path.read_text(encoding="utf-8")
         new = rewrite(old, root)
         if new != old:

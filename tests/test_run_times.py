@@ -25,6 +25,8 @@ def fake_repository(root: Path, seconds: float, headings: list[str], first_secti
     nbformat.write(notebook, root / "notebooks" / "02-x.ipynb")
     (root / "README.md").write_text("| # | a | b | time |\n|---|---|---|---|\n| 02 | [x](x) | you see | 1 s |\n")
     (root / "docs" / "teachers-guide.md").write_text(f"intro\n{run_times.TRACK_START}\nold\n{run_times.TRACK_END}\nend\n")
+    (root / "docs" / "setup.md").write_text(f"RAM while it builds ({run_times.CODER_BUILD_START}"
+                                            f"{run_times.CODER_BUILD_END}).\n")
 
 
 def test_the_readme_row_gets_the_metadata_time(tmp_path: Path) -> None:
@@ -156,3 +158,19 @@ def test_the_committed_preparation_times_have_every_step() -> None:
     record = json.loads(run_times.preparation_times_path().read_text(encoding="utf-8"))
     assert set(record["steps"]) == set(run_times.SETUP_STEPS)
     assert {"cpu", "cores", "platform"} <= set(record["machine"]) and record["date"].endswith(" UTC")
+
+
+def test_the_setup_page_quotes_the_coder_pairs_build_inline(tmp_path: Path) -> None:
+    fake_repository(tmp_path, 432, ["## 1. One"])
+    with_setup_times(tmp_path, SETUP_TIMES)
+    page = (tmp_path / "docs" / "setup.md").read_text()
+    assert run_times.setup_page_rewrite(page, tmp_path) == (
+        f"RAM while it builds ({run_times.CODER_BUILD_START}its build has not been timed yet"
+        f"{run_times.CODER_BUILD_END}).\n")
+    timed = json.loads(json.dumps(SETUP_TIMES))
+    timed["steps"]["coder_pair"] = {"seconds": 411.0, "did_work": True}
+    with_setup_times(tmp_path, timed)
+    fresh = run_times.setup_page_rewrite(page, tmp_path)
+    assert "its wheels and build took 6.8 min on AMD EPYC with 2 cores" in fresh and "\n<!--" not in fresh
+    assert run_times.setup_page_rewrite(fresh, tmp_path) == fresh
+    assert "6.8 min" not in run_times.hand_written(fresh)
