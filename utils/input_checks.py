@@ -1,18 +1,7 @@
 """Checks of user input and resources made before any long work, each failing with one line that says what to do.
 
-Used by the command-line tools (`maintainers.benchmark`, `maintainers.run_notebooks`) and by `utils.decoding.generation` and `utils.decoding.pipelines` (settings, pipelines, prompts). Every input check raises a
-ValueError subclass (`InputError` unless the caller passes its own class), so a
-command line can print the message as a usage error instead of a traceback.
-The one resource check, `require_free_disk` (used by `utils.models.model_fetch` and by the builders
-`maintainers.offline_pair` and `maintainers.coder_pair`; `maintainers.prefetch` reads `free_disk_bytes`), raises `InsufficientDiskError`, an OSError, unless told otherwise.
-
-    as_integer(np.int64(3), "K", minimum=1)       -> 3
-    as_integer(-1, "--seed", minimum=0, maximum=9) -> InputError: --seed must be an integer from 0 to 9, got -1.
-    as_probability("0.4", "--threshold")          -> InputError: ... a number, not the string '0.4' ...
-    check_device("cpu")                           -> "CPU"
-    check_text("caf\\udce9")                       -> InputError: ... unpaired surrogate ...
-    check_prompt_fits(8000, 256, 8192, "SmolLM2") -> InputError: ... context of 8192 tokens ...
-    require_free_disk(Path("models"), 5e9)        -> InsufficientDiskError: ... need about 5.5 GB, 1.2 GB free ...
+Input checks raise a ValueError subclass (`InputError` unless the caller passes its own), so a command line can print
+a usage error instead of a traceback. `require_free_disk` raises `InsufficientDiskError`, an OSError.
 """
 from __future__ import annotations
 
@@ -41,10 +30,7 @@ class InsufficientDiskError(OSError):
 
 def as_integer(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None, advice: str = "",
                error: type[ValueError] = InputError) -> int:
-    """`value` as a plain int within [`minimum`, `maximum`] (either may be None: no bound).
-
-    Python and NumPy integers are accepted; booleans, floats and strings are not.
-    """
+    """`value` as a plain int within [`minimum`, `maximum`]; NumPy integers pass, bools, floats and strings do not."""
     if isinstance(value, bool) or isinstance(value, (str, bytes)):
         integer = None
     else:
@@ -69,8 +55,7 @@ RUN_SIZES = ("full", "quick")
 
 
 def run_size(environ: dict[str, str] | None = None) -> str:
-    """The notebooks' run size from SPECDEC_RUN_SIZE: "full" (default, the reference run) or "quick" (fewer prompts,
-    repeats and settings: what the test command runs). Anything else is an InputError."""
+    """The notebooks' run size from SPECDEC_RUN_SIZE: "full" (default) or "quick" (test command); else InputError."""
     value = (os.environ if environ is None else environ).get(RUN_SIZE_ENV, "full").strip().lower() or "full"
     if value not in RUN_SIZES:
         raise InputError(f"{RUN_SIZE_ENV}={value!r} is not a run size: use one of {', '.join(RUN_SIZES)} "
@@ -150,11 +135,9 @@ def available_devices() -> list[str]:
 
 def check_device(device: Any, available: Sequence[str] | None = None, *, name: str = "device",
                  error: type[ValueError] = InputError) -> str:
-    """The OpenVINO device name in its canonical (upper) case if this machine has it, else an error listing those it has.
+    """The device name upper-cased if this machine has it, else `error` listing those it has.
 
-    "cpu" -> "CPU"; "GPU" is accepted when a "GPU.0" exists; a virtual device
-    ("AUTO:GPU,CPU", "HETERO:...") is accepted when every device it lists exists.
-    `available` defaults to `available_devices()`.
+    "GPU" passes when a "GPU.0" exists; a virtual device ("AUTO:GPU,CPU") when every device it lists exists.
     """
     if not isinstance(device, str) or not device.strip():
         raise error(f"{name} must be an OpenVINO device name such as 'CPU', got {device!r}.")
@@ -189,11 +172,7 @@ def free_disk_bytes(folder: Path | str) -> int:
 
 def require_free_disk(folder: Path | str, needed_bytes: float, *, what: str = "", margin: float = 1.1,
                       advice: str = DISK_ADVICE, error: type[Exception] = InsufficientDiskError) -> None:
-    """Raise `error` unless `folder`'s file system has `needed_bytes` times `margin` free.
-
-    The message says what is needed (for `what`, e.g. "to download X"), what is free, and `advice`
-    (what to do: by default free space or move the models folder; callers add their override, if any).
-    """
+    """Raise `error` unless `folder`'s file system has `needed_bytes` times `margin` free."""
     existing = nearest_existing(folder)
     free = free_disk_bytes(existing)
     if free < needed_bytes * margin:

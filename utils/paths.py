@@ -1,11 +1,7 @@
 """Where the project keeps things: repository root, models folder, build outputs.
 
-Each location can be moved with an environment variable (`SPECDEC_MODELS_DIR`,
-`SPECDEC_BUILD_DIR`, `SPECDEC_FIGURES_DIR`). A relative value is taken relative
-to the repository root, never to the current directory, so the command line
-(run from anywhere) and the notebooks (whose kernels run in `notebooks/`) mean
-the same folder: `SPECDEC_MODELS_DIR=models-big` is `<repository>/models-big`
-everywhere. `~` is expanded.
+`SPECDEC_MODELS_DIR`, `SPECDEC_BUILD_DIR` and `SPECDEC_FIGURES_DIR` move them. A relative value is relative to the
+repository root, never the current directory, so the command line and the notebooks (run in `notebooks/`) agree.
 """
 from __future__ import annotations
 
@@ -27,11 +23,7 @@ def configured_dir(variable: str, default: Path) -> Path:
 
 
 def models_dir() -> Path:
-    """Folder that holds every prepared model; `$SPECDEC_MODELS_DIR` moves it.
-
-    Read on each call (no module-level state), so a notebook or a test can
-    change the environment variable and see the effect at once.
-    """
+    """Folder that holds every prepared model; `$SPECDEC_MODELS_DIR`, read on each call, moves it."""
     return configured_dir(MODELS_DIR_ENV, REPO_ROOT / "models")
 
 
@@ -41,9 +33,5 @@ def build_dir() -> Path:
 
 
 def figures_dir() -> Path:
-    """Where notebooks save their plots as PNG: `build/figures` unless `$SPECDEC_FIGURES_DIR` says otherwise.
-
-    The README's images are not taken from here but from the notebooks' stored outputs
-    (`maintainers.readme_images`), which show the very bytes written here.
-    """
+    """Where notebooks save their plots as PNG: `build/figures` unless `$SPECDEC_FIGURES_DIR` says otherwise."""
     return configured_dir(FIGURES_DIR_ENV, build_dir() / "figures")

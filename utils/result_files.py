@@ -1,6 +1,4 @@
-"""Files a run writes for later: a plot as PNG (shown in the notebook as those very bytes, named, so the README's
-images can be taken from the stored outputs), results as JSON.
-"""
+"""Files a run writes for later: plots as PNG (`save_figure`) and results as JSON (`write_json`)."""
 from __future__ import annotations
 
 import json
@@ -15,8 +13,9 @@ FIGURE_NAME_KEY = "specdec_figure"  # output metadata: the name a saved figure w
 
 
 def save_figure(figure: Any, name: str, dpi: int = 110) -> Path:
-    """Write `figure` to `figures_dir()/<name>.png`; in a notebook, show that PNG (named in the output's metadata
-    by FIGURE_NAME_KEY) instead of the inline copy, so the stored output is byte-identical to the file."""
+    """Write `figure` to `figures_dir()/<name>.png`; in a notebook, show that PNG (named by FIGURE_NAME_KEY).
+
+    The stored output is then byte-identical to the file, so the README's images can be taken from the notebooks."""
     if not name or "/" in name or "\\" in name:
         raise ValueError(f"Give a plain file name without folders, got '{name}'.")
     folder = figures_dir()

@@ -1,5 +1,4 @@
-"""Comparing two generations token by token (used for the losslessness checks).
-"""
+"""Comparing two generations token by token (used for the losslessness checks)."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,46 +1,9 @@
-"""One definition of every quantity measured about speculative decoding; every notebook and module uses these.
+"""One definition of each quantity measured about speculative decoding; notebooks and modules all use these.
 
-The input is a run's **steps**: how many tokens each main-model pass yielded,
-in order, the prefill pass first. OpenVINO GenAI hands its streamer exactly one
-call per main-model pass (`utils.decoding.step_streamer.StepRecorder.steps`, the same
-list as the main model's ``raw_metrics.m_batch_sizes`` under greedy decoding).
-The prefill pass yields one token; every later pass (a *verification* pass)
-yields the draft tokens the main model kept plus one token of its own, except
-the **last** pass, which ``max_new_tokens`` or the end-of-sequence token may cut
-short (then it may hold only accepted draft tokens). A *complete* verification
-pass is one that is neither the prefill nor the last pass. IPEX-LLM lists the
-verification passes only (``accept_num``): `ipex_llm_steps` adds the prefill
-pass. Definitions:
-
-* **main passes** P = len(steps), prefill and last pass included (OpenVINO
-  GenAI: ``len(main_model_metrics.raw_metrics.m_batch_sizes)``).
-* **accepted tokens** = sum of (tokens - 1) over the complete verification
-  passes. This is what OpenVINO GenAI 2026.4 reports as
-  ``extended_perf_metrics.get_num_accepted_tokens()`` (measured: it leaves the
-  last pass out too; `tests/test_decoding_metrics.py` checks it on the offline
-  pair). IPEX-LLM's ``n_matched`` also counts the last pass.
-* **tokens per main pass** = mean tokens of the complete verification passes,
-  i.e. 1 + accepted tokens / complete passes: what Leviathan's
-  (1 - a^(K+1)) / (1 - a) predicts. The prefill pass (one token whatever the
-  draft) and the cut-short last pass would bias it low.
-* **acceptance rate** = accepted / drafted: the fraction of proposed draft
-  tokens the main model kept, pooled over the run (not a mean of per-pass
-  rates). OpenVINO GenAI: get_num_accepted_tokens() / get_num_draft_tokens();
-  IPEX-LLM: n_matched / n_drafted.
-* **per-token acceptance a** (Leviathan's): the a whose expected tokens per
-  pass at draft length K equals the measured tokens per main pass.
-* **cost ratio c** = time of one draft step / time of one main-model step,
-  both over one new token (Leviathan's c). A draft step is one of the draft's
-  passes after the one that read the prompt (`per_model_metrics`).
-* **verification cost** = time of one main-model pass over K + 1 tokens / time
-  of one main-model pass over 1 token (1.0 is what Leviathan's formula assumes).
-* **speed-up** (of a task) = total plain time / total speculative time over the task's prompts, one sample per
-  repeat of an interleaved run (`speedup_per_repeat`), shown as the median and the [min-max] range of those samples.
-* **verdict** (`verdict`), the one rule of the course: "faster" when every repeat's speed-up is > 1, "slower" when
-  every repeat's is < 1, otherwise "no clear difference".
-* **lossless** (a summary row of several prompts): its speed-up was measured on
-  every prompt (same token count as plain) and every output equalled plain,
-  token for token; `fastest_lossless` picks among such rows.
+Input is a run's **steps**: tokens per main-model pass, prefill first (`StepRecorder.steps`, equal to GenAI's
+``raw_metrics.m_batch_sizes`` under greedy). Accepted tokens and tokens per main pass count *complete* verification
+passes only: not the prefill, nor the last pass, which ``max_new_tokens`` or EOS may cut short. Measured: GenAI
+2026.4's ``get_num_accepted_tokens()`` also leaves the last pass out; IPEX-LLM's ``n_matched`` counts it.
 """
 from __future__ import annotations
 
@@ -96,10 +59,9 @@ def per_token_acceptance(tokens_per_pass: None, draft_length: int) -> None: ...
 @overload
 def per_token_acceptance(tokens_per_pass: float | None, draft_length: int) -> float | None: ...
 def per_token_acceptance(tokens_per_pass: float | None, draft_length: int) -> float | None:
-    """Leviathan's per-token acceptance a that explains `tokens_per_pass` at draft length K.
+    """Leviathan's per-token acceptance a that explains `tokens_per_pass` at draft length K (None in, None out).
 
-    tokens_per_pass is clamped into [1, K + 1] first (a truncated last pass or a
-    dynamic K can push the mean slightly outside). None in, None out.
+    tokens_per_pass is clamped into [1, K + 1]: a truncated last pass or a dynamic K can push it slightly outside.
     """
     from utils.decoding.speedup_model import acceptance_from_tokens_per_pass
 
@@ -117,11 +79,7 @@ def cost_ratio(draft_step: float, main_step: float) -> float:
 
 def speedup_per_repeat(plain_seconds: Sequence[Sequence[float]], speculative_seconds: Sequence[Sequence[float]]
                        ) -> list[float]:
-    """The speed-up of a task, one sample per repeat: total plain time / total speculative time over its prompts.
-
-    Both arguments hold, per prompt, the wall time of each repeat (repeat i of both ran side by side); repeats
-    missing for some prompt are left out.
-    """
+    """Per repeat, total plain / total speculative wall time over a task's prompts (arguments: [prompt][repeat])."""
     if len(plain_seconds) != len(speculative_seconds):
         raise ValueError(f"Need the same prompts on both sides, got {len(plain_seconds)} and {len(speculative_seconds)}.")
     repeats = min((len(times) for times in (*plain_seconds, *speculative_seconds)), default=0)
@@ -133,8 +91,7 @@ FASTER, SLOWER, NO_CLEAR_DIFFERENCE = "faster", "slower", "no clear difference"
 
 
 def verdict(repeat_speedups: Sequence[float | None]) -> str:
-    """The one verdict rule: "faster" when every repeat's speed-up is > 1, "slower" when every one is < 1,
-    otherwise (or without repeats) "no clear difference"."""
+    """"faster" if every repeat's speed-up is > 1, "slower" if every one is < 1, else "no clear difference"."""
     samples = [sample for sample in repeat_speedups if sample is not None]
     if samples and min(samples) > 1.0:
         return FASTER
@@ -156,11 +113,10 @@ def speedup_text(repeat_speedups: Sequence[float]) -> str:
 
 
 def per_model_metrics(metrics: Any) -> dict:
-    """One model's share of a speculative run, from GenAI's `extended_perf_metrics`.
+    """One model's share of a speculative run, from GenAI's `extended_perf_metrics`, as a dict.
 
-    Besides GenAI's totals, the passes after the one that read the prompt ("decode_passes", their summed time
-    "decode_ms"): GenAI 2026.4 reports no time to first token for the draft model (it is ~0), so its prompt pass
-    is found as the first pass with a duration (`raw_metrics.m_durations`, in microseconds) and left out.
+    "decode_passes"/"decode_ms" leave out the prompt pass: GenAI 2026.4 reports ~0 TTFT for the draft model, so
+    that pass is taken as the first with a duration in `raw_metrics.m_durations` (microseconds).
     """
     raw = metrics.raw_metrics
     timed = [duration / 1000.0 for duration in raw.m_durations if duration > 0]
@@ -178,24 +134,14 @@ def per_model_metrics(metrics: Any) -> dict:
 
 
 def verification_pass_ms(main_metrics: dict) -> float | None:
-    """Mean time of one main-model verification pass of a speculative run, from GenAI's per-model metrics.
-
-    The main model's inference time without its first pass (the prompt's prefill, whose duration GenAI reports as
-    that model's time to first token) over the remaining passes: a long prompt's prefill would otherwise count as
-    verification. None with fewer than two passes.
-    """
+    """Mean ms of one main-model verification pass, the prefill (GenAI's TTFT) left out; None with < 2 passes."""
     if main_metrics["passes"] < 2:
         return None
     return (main_metrics["inference_ms"] - main_metrics["ttft_ms"]) / (main_metrics["passes"] - 1)
 
 
 def draft_step_ms(draft_metrics: dict) -> float | None:
-    """Mean time of one draft-model step of a speculative run: its passes after the one that read the prompt.
-
-    A long prompt's prefill would otherwise count as drafting (as `verification_pass_ms` leaves out the main
-    model's). Records made before "decode_ms" was kept fall back to GenAI's inference time over all passes,
-    prefill included.
-    """
+    """Mean ms of one draft-model step, the prompt pass left out (old records without "decode_passes": all passes)."""
     if draft_metrics.get("decode_passes"):
         return draft_metrics["decode_ms"] / draft_metrics["decode_passes"]
     if "decode_passes" in draft_metrics:
@@ -212,19 +158,12 @@ def verification_cost(verify_step: float, plain_step: float) -> float:
 
 
 def is_lossless(row: dict, speedup_key: str = "speedup") -> bool:
-    """True if a summary row's speed-up was measured on all its prompts and every output matched plain.
-
-    The row needs "prompts", "comparable_prompts" and "identical_prompts" (counts) and `speedup_key`
-    (`utils.tuning.sweeps.summarise_records` and `utils.decoding.generation_reports.summarise` both give them).
-    """
+    """True if a summary row's speed-up was measured on all its prompts and every output matched plain."""
     return row.get(speedup_key) is not None and row["prompts"] == row["comparable_prompts"] == row["identical_prompts"]
 
 
 def fastest_lossless(rows: Sequence[dict], speedup_key: str = "speedup", *, above: float | None = None) -> dict | None:
-    """The lossless row (`is_lossless`) with the highest speed-up; None if there is none.
-
-    above: also None unless that speed-up is higher than this (a margin over plain decoding, e.g. 1.05).
-    """
+    """The lossless row with the highest speed-up; None if none, or if that speed-up is not > `above`."""
     best = max((row for row in rows if is_lossless(row, speedup_key)), key=lambda row: row[speedup_key], default=None)
     if best is None or (above is not None and best[speedup_key] <= above):
         return None
@@ -232,11 +171,7 @@ def fastest_lossless(rows: Sequence[dict], speedup_key: str = "speedup", *, abov
 
 
 def ipex_llm_steps(accept_num: Sequence[int], generated_tokens: int) -> list[int]:
-    """IPEX-LLM's per-verification-pass ``accept_num`` as steps: the prefill pass added, the last cut to n tokens.
-
-    IPEX-LLM counts the tokens a pass produced before ``max_new_tokens`` or the
-    end-of-sequence token cut them; the steps here add up to `generated_tokens`.
-    """
+    """IPEX-LLM's ``accept_num`` (uncut, no prefill) as steps: prefill added, truncated to sum to `generated_tokens`."""
     steps = [1, *(int(count) for count in accept_num)]
     if generated_tokens < 1:
         return []

@@ -1,13 +1,8 @@
-"""Exactness told truthfully: where a speculative output parts from plain under the exact f32 main model.
+"""Where a speculative output parts from plain under the exact f32 main model: `report_exactness`.
 
-    from utils.decoding.exactness import report_exactness
-    report_exactness(compared, main_dir)      # one line per output that parts: where, and how near a tie
-
-Under f32 the exact main model picks the same tokens whether it checks one token or K + 1, except where a (K+1)-token
-pass sums in another order than a one-token step and its two best logits are nearly tied: then a token can flip.
-`report_exactness` prints, for every output that parts from its plain run, the position and the main model's top-1
-minus top-2 logit there (`generation_reports.divergence_margin`), then a count, and carries on. Under the test
-command (SPECDEC_STRICT_EXACTNESS=1, which `tutorial.py test` sets) the same check fails the run: `require_exact`.
+Under f32 a (K+1)-token pass sums in another order than a one-token step, so where the two best logits nearly tie a
+token can flip; each parting is printed with its top-1 minus top-2 logit margin. With SPECDEC_STRICT_EXACTNESS=1
+(set by `tutorial.py test`) a parting fails the run instead.
 """
 from __future__ import annotations
 
@@ -52,12 +47,7 @@ def require_exact(parted: int, what: str, environ: Mapping[str, str] | None = No
 
 def partings(records: Sequence[GenerationRecord], main_dir: Path | str | None = None, device: str = "CPU",
              prompt_texts: Mapping[str, str] | None = None) -> list[Parting]:
-    """Every non-plain record of compared `records` that parts from its stack's plain run of the same prompt.
-
-    With `main_dir` (the main model's OpenVINO folder) the margin is the exact f32 main model's, read over the prompt
-    and the plain output up to the parting; without it the margin is not computed. A prompt's text comes from
-    `prompt_texts` by prompt id, else from the built-in prompt set.
-    """
+    """Non-plain compared `records` that part from their stack's plain run; margins only with `main_dir` given."""
     plain: dict[tuple[str, str], GenerationRecord] = {}
     for record in records:
         if record.mode == "plain":

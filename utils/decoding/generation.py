@@ -1,27 +1,7 @@
-"""Run plain, speculative and prompt-lookup decoding with OpenVINO GenAI, and measure them honestly.
+"""Run plain, speculative and prompt-lookup decoding with OpenVINO GenAI and measure them fairly.
 
-The API, in the order a notebook uses it::
-
-    settings = DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=64)
-    spec = load_pipeline(  # utils.decoding.pipelines
-        "speculative", main_dir, "CPU", draft_dir=draft_dir, precision="f32")
-    plain = load_pipeline("plain", main_dir, "CPU", precision="f32")
-    record = run_prompt(spec, "Why is the sky blue?", settings)           # one GenerationRecord
-    records = measure_side_by_side(                                      # warm-up, repeats, medians
-        [(plain, DecodingSettings("plain", max_new_tokens=64)), (spec, settings)], prompts)
-    compared = compare_with_plain(records)                               # speed-up + identical_to_plain
-
-A fair comparison: the same backend (plain pipelines run on the continuous-batching backend too), the same
-precision ("f32" also makes the main model exact), the same number of tokens (`compare_with_plain` gives a speed-up
-only then), and warm-up, interleaved repeats and medians (`measure_side_by_side`, through
-`utils.decoding.measurement.interleaved_runs`).
-
-Bad input raises a ValueError that says what to do, before any model is
-loaded: `SpeculationSetupError` for settings (see `DecodingSettings`), and
-`utils.models.model_check`'s errors for model folders (see `check_draft_folder`).
-
-Pipelines are built by `utils.decoding.pipelines.load_pipeline`; tables and breakdowns of the records are in
-`utils.decoding.generation_reports`. Heavy imports (openvino_genai) happen inside functions.
+A fair comparison keeps backend (plain runs on continuous batching too), precision ("f32" also makes the main
+model exact) and token count equal. Bad settings raise `SpeculationSetupError` (a ValueError) before loading.
 """
 
 from __future__ import annotations
@@ -51,23 +31,10 @@ from utils.text_compare import first_divergence
 
 @dataclass(frozen=True)
 class DecodingSettings:
-    """How to decode: mode, speculation knobs and sampling, validated on creation.
+    """How to decode: mode, speculation knobs and sampling; validated on creation (`SpeculationSetupError`).
 
-    mode: "plain" (one main-model pass per token), "speculative" (a draft model
-        proposes tokens, the main model verifies them) or "prompt_lookup" (the
-        proposal is an n-gram copied from the prompt; no draft model).
-    num_assistant_tokens: K, tokens proposed per step (speculative, prompt_lookup).
-        Defaults to DEFAULT_NUM_ASSISTANT_TOKENS when neither K nor a threshold is given.
-    assistant_confidence_threshold: dynamic speculation (speculative only): the
-        draft keeps proposing while its probability for its token exceeds this.
-        Mutually exclusive with K.
-    max_ngram_size: longest n-gram prompt lookup matches (prompt_lookup only).
-    max_new_tokens, do_sample, temperature, top_p, top_k, rng_seed, num_beams: as in
-        `openvino_genai.GenerationConfig`.
-    ignore_eos: keep generating after the end-of-sequence token, so every run
-        generates exactly max_new_tokens (useful for timing; changes the text).
-    apply_chat_template: wrap the prompt in the model's chat template (as `LLMPipeline.generate(str)` does).
-    name: the setting's name in records and tables instead of the generated one (e.g. which draft it uses).
+    mode: "plain", "speculative" (draft model) or "prompt_lookup" (n-grams from the prompt). K (num_assistant_tokens)
+    and assistant_confidence_threshold exclude each other; with neither, K = DEFAULT_NUM_ASSISTANT_TOKENS.
     """
 
     mode: str = "plain"
@@ -158,8 +125,7 @@ class DecodingSettings:
     def generation_config(self, base: Any = None) -> Any:
         """An `openvino_genai.GenerationConfig` for these settings.
 
-        `base` supplies model defaults such as the end-of-sequence token and is
-        updated in place: pass `pipeline.get_generation_config()`, which returns
+        `base` (updated in place) supplies model defaults such as EOS: pass `pipeline.get_generation_config()`,
         a fresh copy each call.
         """
         import openvino_genai
@@ -179,9 +145,8 @@ class DecodingSettings:
             config.num_assistant_tokens = self.num_assistant_tokens
         if self.assistant_confidence_threshold is not None:
             config.assistant_confidence_threshold = self.assistant_confidence_threshold
-            # OpenVINO GenAI 2026.4 stops drafting when a draft token's log-probability is exactly 0, and under
-            # greedy decoding it only computes log-probabilities when asked: without this line the draft stops
-            # after one token at every threshold (measured in notebook 02). Token choices do not change.
+            # GenAI 2026.4 stops drafting at a log-probability of exactly 0 and, under greedy, computes none unless
+            # asked: without this the draft stops after one token at every threshold. Token choices do not change.
             config.logprobs = max(int(config.logprobs or 0), 1)
         if self.max_ngram_size is not None:
             config.max_ngram_size = self.max_ngram_size
@@ -193,21 +158,10 @@ class DecodingSettings:
 
 @dataclass
 class GenerationRecord:
-    """What one generation (or the median of repeats of it) produced and cost.
+    """What one generation (or the median of its repeats) produced and cost; quantities as in `decoding_metrics`.
 
-    Times: wall_seconds is measured around `generate`; ttft_ms / tpot_ms /
-    genai_tokens_per_second are OpenVINO GenAI's own perf metrics.
-    tokens_per_second = generated_tokens / wall_seconds.
-    main_passes: main-model forward passes (prefill + one per verification step),
-    from GenAI's raw metrics; tokens_per_step lists how many tokens each pass
-    yielded (accepted draft tokens + the main model's own token).
-    accepted_tokens, draft_tokens (proposed), main_model_metrics and
-    draft_model_metrics: GenAI's `extended_perf_metrics` (None for plain and
-    prompt lookup, where GenAI reports none); acceptance_rate = accepted_tokens /
-    draft_tokens. accepted_from_steps: accepted tokens counted from the steps
-    (works for prompt lookup too). Every quantity is defined once, in
-    `utils.decoding.decoding_metrics`.
-    The comparison fields are filled by `compare_with_plain`.
+    wall_seconds is timed around `generate`; ttft, tpot, draft/accepted counts and *_model_metrics are GenAI's own
+    (None where it reports none, e.g. plain); accepted_from_steps works for prompt lookup too.
     """
 
     mode: str
@@ -265,10 +219,7 @@ class GenerationRecord:
 
 
 def encode_prompt(tokenizer: Any, text: str, apply_chat_template: bool = True) -> Any:
-    """Token ids for a user message, wrapped in the chat template as `LLMPipeline.generate(str)` would.
-
-    Models without a chat template get the raw text (with the tokenizer's special tokens).
-    """
+    """Token ids for a user message in the chat template, as `LLMPipeline.generate(str)` would (raw text if none)."""
     if apply_chat_template and getattr(tokenizer, "chat_template", None):
         templated = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
         return tokenizer.encode(templated, add_special_tokens=False)
@@ -283,10 +234,8 @@ def run_prompt(
 ) -> GenerationRecord:
     """Generate once for one prompt and return its record (no warm-up, no repeats).
 
-    streamer: None or a `utils.decoding.step_streamer.StepRecorder` (e.g. with echo=True
-    to print text as it arrives). A recorder is always attached: it is where
-    `tokens_per_step` comes from (one Python call per step; GenAI's raw batch
-    sizes do not add up to the tokens under sampling).
+    streamer: None or a `StepRecorder` (e.g. echo=True). A recorder is always attached since `tokens_per_step` comes
+    from it: GenAI's raw batch sizes do not add up to the tokens under sampling.
     """
     if settings.mode != loaded.mode:
         raise SpeculationSetupError(
@@ -316,8 +265,8 @@ def run_prompt(
     if extended is not None:
         accepted = int(extended.get_num_accepted_tokens())
         drafted = int(extended.get_num_draft_tokens())
-        # GenAI's counters can disagree (2026.4 once reported 2 accepted of 0 drafted tokens on the Qwen2.5-Coder
-        # pair): then no rate, rather than a wrong one or a crash; the raw counters stay in the record.
+        # GenAI's counters can disagree (2026.4 reported 2 accepted of 0 drafted on the Qwen2.5-Coder pair):
+        # then no rate; the raw counters stay in the record.
         acceptance = decoding_metrics.acceptance_rate(accepted, drafted) if 0 <= accepted <= drafted else None
         main_metrics = decoding_metrics.per_model_metrics(extended.main_model_metrics)
         draft_metrics = decoding_metrics.per_model_metrics(extended.draft_model_metrics)
@@ -368,15 +317,9 @@ def measure_runners(
     progress: Callable[[str], None] | None = None,
     show_progress: bool = True,
 ) -> list[GenerationRecord]:
-    """Time several runners (functions prompt -> GenerationRecord) on the same prompts, interleaved.
+    """Time runners (prompt -> GenerationRecord) on the same prompts, interleaved; records by runner, then prompt.
 
-    warmup: untimed runs of every runner on the first prompt before timing
-    (model compilation, cache allocation). repeats: timed runs per prompt and
-    runner, alternating runners prompt by prompt; each record is the run with
-    the median wall time (its TTFT, TPOT and metrics), with all wall times in
-    `wall_seconds_all`. Records come back grouped by runner, then prompt.
-    Without a `progress` callback a tqdm bar counts the runs (a widget in
-    JupyterLab, text on stderr elsewhere); show_progress=False hides it.
+    Each record is the median-wall-time run, with all wall times in `wall_seconds_all`.
     """
     if repeats < 1:
         raise SpeculationSetupError(f"repeats must be >= 1, got {repeats}.")
@@ -408,10 +351,7 @@ def measure_side_by_side(
     progress: Callable[[str], None] | None = None,
     show_progress: bool = True,
 ) -> list[GenerationRecord]:
-    """Time several (pipeline, settings) candidates on the same prompts: see `measure_runners`.
-
-    Records come back grouped by candidate, then prompt, in the given order.
-    """
+    """Time (pipeline, settings) candidates on the same prompts (`measure_runners`); by candidate, then prompt."""
     for loaded, settings in candidates:
         if settings.mode != loaded.mode:
             raise SpeculationSetupError(
@@ -423,10 +363,7 @@ def measure_side_by_side(
 
 
 def median_of_runs(runs: Sequence[GenerationRecord]) -> GenerationRecord:
-    """The run with the median wall time, annotated with all wall times and output stability.
-
-    With an even number of runs the lower middle run is kept; wall_seconds is the true median.
-    """
+    """The (lower) middle run by wall time, with the true median wall time, all wall times and output stability."""
     if not runs:
         raise ValueError("No runs to summarise.")
     ordered = sorted(runs, key=lambda record: record.wall_seconds)
@@ -449,14 +386,9 @@ def compare_with_plain(
 ) -> list[GenerationRecord]:
     """Copies of `records` with speed-up and identity to plain decoding filled in.
 
-    Plain references are matched by stack (OpenVINO GenAI or transformers) and
-    prompt id, taken from `plain_records`, or from the plain records inside
-    `records` (the first plain run of a prompt). The speed-up is the glossary's for one prompt: per repeat, plain
-    wall time / this wall time, and the median over repeats (without repeat times, the ratio of the two wall times);
-    it is reported only when both ran on the same device, backend and precision and generated the
-    same number of tokens; `comparison_note` says why not otherwise.
-    `identical_to_plain` is True when the token ids are equal, and
-    `first_difference` gives the first differing position otherwise.
+    Plain references are matched by stack and prompt id (from `plain_records`, else the first plain run in `records`).
+    The speed-up (median over repeats of plain / this wall time) is given only for the same device, backend, precision
+    and token count; otherwise `comparison_note` says why.
     """
     references = [record for record in (plain_records if plain_records is not None else records)
                   if record.mode == "plain"]

@@ -1,9 +1,5 @@
-"""Read measured records: summaries per mode, text tables, what each model's passes cost, where outputs part.
-
-    compared = compare_with_plain(records)        # utils.decoding.generation
-    show_table(summarise(compared))               # speed-up, acceptance, tokens per pass per (backend, mode, setting)
-    show_table(speculation_breakdown(compared))   # draft and main time per pass, c, per-token acceptance
-    pair = first_divergent_pair(compared)         # the first record that differs from plain, if any
+"""Read compared records (`compare_with_plain`): summaries per setting, text tables, what each model's passes cost
+(`speculation_breakdown`, `formula_by_task`) and where outputs part from plain.
 """
 from __future__ import annotations
 
@@ -16,12 +12,9 @@ from utils.text_compare import first_divergence
 
 
 def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
-    """One row per (mode, setting): totals over prompts and the speed-up over comparable prompts only.
+    """One row per (stack, mode, setting): pooled totals, and the speed-up over comparable prompts only.
 
-    The speed-up is the median over repeats of total plain time / total time over the prompts whose token counts
-    matched plain (`repeat_speedups`; without repeat times, the totals of the median runs; None if no prompt
-    matched). acceptance_rate and tokens_per_pass pool all prompts (`utils.decoding.decoding_metrics`). Needs
-    compared records.
+    The speed-up is the median of `repeat_speedups` (without repeat times, the ratio of the median runs' totals).
     """
     import statistics
 
@@ -62,10 +55,7 @@ def summarise(records: Sequence[GenerationRecord]) -> list[dict]:
 
 
 def format_table(records: Sequence[GenerationRecord]) -> str:
-    """Records as a text table (`utils.tables.text_table`): mode, setting, task, prompt, time, tokens, speed-up, ...
-
-    Records from more than one stack (OpenVINO GenAI and transformers) get a leading "stack" column.
-    """
+    """Records as a text table; a "stack" column is added when they come from more than one stack."""
     from utils.tables import text_table
 
     with_stack = len({record.stack for record in records}) > 1
@@ -86,14 +76,9 @@ def format_table(records: Sequence[GenerationRecord]) -> str:
 
 
 def repeat_speedups(plain: Sequence[GenerationRecord], candidates: Sequence[GenerationRecord]) -> list[float]:
-    """The speed-up of a group of candidate runs over plain decoding, one sample per repeat
-    (`decoding_metrics.speedup_per_repeat` of the group's prompts).
-
-    A candidate counts only where plain ran the same prompt on the same stack and the token counts matched
-    (`speedup_vs_plain` set, as in `compare_with_plain`). Empty without repeat times.
-    """
+    """Candidates' speed-up over plain per repeat, over those with `speedup_vs_plain` set; empty without repeats."""
     by_prompt: dict[tuple[str, str], GenerationRecord] = {}
-    for record in plain:  # the first plain run of a prompt, as `compare_with_plain` takes it
+    for record in plain:  # the first plain run of a prompt, as in `compare_with_plain`
         by_prompt.setdefault((record.stack, record.prompt_id), record)
     pairs = [(by_prompt[(record.stack, record.prompt_id)], record) for record in candidates
              if record.speedup_vs_plain is not None and (record.stack, record.prompt_id) in by_prompt]
@@ -102,11 +87,7 @@ def repeat_speedups(plain: Sequence[GenerationRecord], candidates: Sequence[Gene
 
 
 def speedup_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
-    """Per (setting, task) of a compared, repeated measurement: the speed-up's median and its spread over repeats.
-
-    The samples are `repeat_speedups` of the task's prompts; the median and the min-max of those samples are shown,
-    with the tokens per main pass (pooled) and how many outputs equal plain.
-    """
+    """Per (setting, task): median and min-max of `repeat_speedups`, pooled tokens per pass, outputs equal to plain."""
     import statistics
 
     plain = [record for record in records if record.mode == "plain"]
@@ -130,8 +111,7 @@ def speedup_by_task(records: Sequence[GenerationRecord]) -> list[dict]:
 
 
 def speedup_verdict(rows: Sequence[dict]) -> str:
-    """One sentence per setting from `speedup_by_task` rows: the verdict of each task (`decoding_metrics.verdict`:
-    faster or slower than plain in every repeat, otherwise no clear difference), with its median and range."""
+    """One sentence per setting from `speedup_by_task` rows: each task's `verdict` with its median and range."""
     sentences = []
     for setting in dict.fromkeys(row["setting"] for row in rows):
         by_verdict: dict[str, list[str]] = {}
@@ -149,7 +129,7 @@ def speedup_verdict(rows: Sequence[dict]) -> str:
 
 
 def _plain_step_ms(records: Sequence[GenerationRecord]) -> dict[str, float]:
-    """Per prompt, the OpenVINO GenAI plain run's time per output token: one plain main step of the same run."""
+    """Per prompt, the OpenVINO GenAI plain run's TPOT (one plain main step)."""
     return {record.prompt_id: record.tpot_ms for record in records
             if record.mode == "plain" and record.stack == "openvino_genai" and record.tpot_ms}
 
@@ -157,13 +137,8 @@ def _plain_step_ms(records: Sequence[GenerationRecord]) -> dict[str, float]:
 def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
     """Per speculative record: passes, acceptance, the three step times, c, V(K) and both predictions.
 
-    The plain step is the plain run's time per token on the same prompt (`tpot_ms`; the plain record must be among
-    `records`, as `compare_with_plain` leaves it); the draft step and the verification pass are the speculative
-    run's per-pass means, prefill left out (`decoding_metrics.draft_step_ms`, `verification_pass_ms`).
-    c = draft step / plain step (`decoding_metrics.cost_ratio`), "verify / plain" = V(K)
-    (`decoding_metrics.verification_cost`). With a fixed K, the per-token acceptance a that explains the tokens
-    per main pass gives "predicted (Leviathan)" (`predicted_speedup(a, K, c)`, a verification pass priced at one
-    plain step) and "predicted (step times)" (`predicted_speedup_with_step_times`, V(K) charged).
+    The plain step is the plain run's TPOT on the same prompt (plain records must be in `records`). "predicted
+    (Leviathan)" prices a verification pass at one plain step, "predicted (step times)" charges V(K).
     """
     from utils.decoding.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
@@ -201,8 +176,7 @@ def speculation_breakdown(records: Sequence[GenerationRecord]) -> list[dict]:
 
 
 def verification_gap(records: Sequence[GenerationRecord]) -> list[dict]:
-    """`speculation_breakdown`'s columns that say why the measurement leaves Leviathan's formula: the plain step,
-    the verification pass, V(K), both predictions and the measured speed-up (fixed-K records with a plain step)."""
+    """`speculation_breakdown`'s columns that show why the measurement departs from Leviathan's formula (fixed K)."""
     columns = ("prompt", "setting", "plain ms/token", "main ms/pass", "verify / plain", "predicted (Leviathan)",
                "predicted (step times)", "measured speed-up")
     return [{column: row[column] for column in columns} for row in speculation_breakdown(records)
@@ -241,11 +215,8 @@ def divergence_margin(main: Any, prompt_ids: Sequence[int], generated_ids: Seque
                       device: str = "CPU") -> float:
     """How near a tie the exact main model was where two outputs part: its top-1 minus top-2 logit there.
 
-    main: the main model's OpenVINO folder (compiled with the exact f32 properties,
-    `step_timing.compile_stateful_model`) or a model already compiled that way. The model reads the prompt and the
-    first `position` generated tokens in one pass (prompt_ids may be `generation.encode_prompt`'s result); the
-    logits of the next token are ranked. A margin near 0 means
-    a (K+1)-token pass and a one-token step, whose f32 sums round differently, may pick different tokens there.
+    main: the main model's OpenVINO folder or a model compiled with exact f32 (`compile_stateful_model`). A margin
+    near 0 means a (K+1)-token pass and a one-token step, whose f32 sums round differently, may pick other tokens.
     """
     import numpy as np
 
@@ -265,17 +236,9 @@ def divergence_margin(main: Any, prompt_ids: Sequence[int], generated_ids: Seque
 
 
 def formula_by_task(records: Sequence[GenerationRecord], target_speedup: float = 1.5) -> list[dict]:
-    """Per (setting, task) of speculative runs with a fixed K: the measured speed-up beside the formula's.
+    """Per (setting, task) of fixed-K runs: `speculation_breakdown` pooled, measured speed-up beside predictions.
 
-    `speculation_breakdown`'s figures pooled over a task's prompts: tokens per main pass pooled
-    (`decoding_metrics.pooled_tokens_per_main_pass`), the acceptance a that explains it, the median draft step,
-    verification pass and plain step, c = draft step / plain step and V(K) = verify / plain, Leviathan's
-    prediction from a and c, the prediction from the three step times, the same with a draft that costs nothing
-    (the ceiling V(K) leaves, whatever the draft), the measured speed-up (the median over repeats of total plain /
-    total speculative time, `repeat_speedups`; without repeat times, the ratio of the median times' totals) and
-    its ratio to each prediction, and the draft's budget: c ("draft / plain") beside the dearest c that would
-    reach `target_speedup` at this acceptance and V(K) (`speedup_model.draft_step_budget`; None: not even a free
-    draft would). Threshold runs (no fixed K) are left out.
+    Adds the prediction with a free draft (the ceiling V(K) leaves) and the dearest c that reaches `target_speedup`.
     """
     import statistics
 

@@ -1,15 +1,7 @@
-"""The one measurement loop of the course: warm-up, interleaved repeats, medians, an optional CPU clock.
+"""The one measurement loop of the course (`interleaved_runs`): warm-up, interleaved repeats, medians, CPU time.
 
-Every timed comparison (OpenVINO GenAI, transformers, IPEX-LLM) runs through `interleaved_runs`::
-
-    runs = interleaved_runs([plain, speculative], prompts, warmup=1, repeats=3)
-    runs[runner][prompt]          # one TimedRun per repeat, in repeat order
-    median_run(runs[1][0])        # the repeat with the median wall time
-
-A runner is any function of one item (a prompt, its token ids, ...) that generates and returns what it
-produced. Warm-up runs are untimed; then, on every repeat, the runners take turns item by item, so a
-noisy neighbour slows all of them alike. Speed-ups of a task are computed per repeat from these runs
-(`utils.decoding.decoding_metrics`).
+A runner is any function of one item (a prompt, its token ids, ...). On every repeat the runners take turns item by
+item, so a noisy neighbour slows all of them alike; speed-ups are then computed per repeat.
 """
 
 from __future__ import annotations
@@ -64,9 +56,8 @@ def interleaved_runs(
 ) -> list[list[Measured[Item]]]:
     """Times every runner on every item, `repeats` times, interleaved; returns [runner][item].
 
-    warmup: untimed runs of each runner on each of `warmup_items` (default: the first item) before
-    any timing. on_run(repeat, item_index, runner_index, run) is called after each timed run. A tqdm
-    bar counts the runs (a widget in JupyterLab, text on stderr elsewhere) unless show_progress=False.
+    warmup: untimed runs of each runner on each of `warmup_items` (default: the first item) before any timing.
+    on_run(repeat, item_index, runner_index, run) is called after each timed run.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}.")

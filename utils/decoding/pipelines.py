@@ -1,14 +1,7 @@
-"""Build OpenVINO GenAI pipelines for plain, speculative and prompt-lookup decoding: the one builder.
+"""The one builder of OpenVINO GenAI pipelines (`load_pipeline`) for plain, speculative and prompt-lookup decoding.
 
-    plain = load_pipeline("plain", main_dir, "CPU", precision="f32")
-    spec = load_pipeline("speculative", main_dir, "CPU", draft_dir=draft_dir, precision="f32")
-    lookup = load_pipeline("prompt_lookup", main_dir, "CPU", precision="f32")
-
-Every pipeline of the project comes from `load_pipeline`, so plain and speculative runs share a backend
-(continuous batching, with the same `SchedulerConfig`), a precision and a thread count. Model folders are
-checked first (`check_main_folder`, `check_draft_folder`) with errors that say what to do. Running prompts
-and measuring them is `utils.decoding.generation`; tables and breakdowns of the records are `utils.decoding.generation_reports`.
-Heavy imports (openvino_genai) happen inside functions.
+Plain and speculative runs thus share a backend (continuous batching, same `SchedulerConfig`), a precision and a
+thread count. Model folders are checked first, with errors that say what to do.
 """
 from __future__ import annotations
 
@@ -25,8 +18,8 @@ INFERENCE_PRECISIONS = ("default", "f32", "bf16", "f16")  # what `device_propert
 BACKENDS = ("continuous_batching", "stateful")
 DEFAULT_NUM_ASSISTANT_TOKENS = 3  # on this project's CPU, verifying K <= 3 costs about one plain step
 DEFAULT_MAX_NGRAM_SIZE = 3
-# The scheduler's token budget per step. OpenVINO GenAI's own default (256) split the prompts of concurrent requests
-# and then changed speculative output (2026.4, notebook 05); 4096 did not, and cost a single request nothing measurable.
+# Scheduler token budget per step. GenAI's default (256) split concurrent requests' prompts, which changed
+# speculative output (2026.4, notebook 05); 4096 did not, at no measurable cost for a single request.
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 4096
 
 
@@ -55,11 +48,8 @@ def _starts_with(path: Path, magic: bytes) -> bool:
 def check_draft_folder(draft_dir: Path | str, main_dir: Path | str | None = None) -> Path:
     """The draft model folder, checked before loading anything.
 
-    Raises (all are ValueErrors whose message says what to do):
-    `SpeculationSetupError` for a GGUF file (OpenVINO GenAI cannot use one as a
-    draft); `utils.models.model_check.ModelFolderError` for a missing or incomplete
-    folder; `utils.models.model_check.TokenizerMismatchError` when `main_dir` is given
-    and the draft tokenizes text differently from the main model.
+    Raises `SpeculationSetupError` for a GGUF file (GenAI cannot draft with one), `ModelFolderError` for a missing or
+    incomplete folder, `TokenizerMismatchError` if the draft tokenizes differently from `main_dir`'s model.
     """
     from utils.models.model_check import check_model_folder, check_pair
 
@@ -81,8 +71,7 @@ def check_draft_folder(draft_dir: Path | str, main_dir: Path | str | None = None
 def device_properties(precision: str | None, threads: int | None = None) -> dict[str, Any]:
     """OpenVINO properties: "f32" (or "bf16", "f16") forces that inference precision, "default"/None keeps the device's.
 
-    threads: CPU inference threads (INFERENCE_NUM_THREADS); None uses all cores.
-    One thread gives steadier timings on a small machine that others share.
+    threads: INFERENCE_NUM_THREADS (None: all cores); one thread gives steadier timings on a shared small machine.
     """
     properties: dict[str, Any] = {}
     if precision in INFERENCE_PRECISIONS and precision != "default":
@@ -96,32 +85,24 @@ def device_properties(precision: str | None, threads: int | None = None) -> dict
     return properties
 
 
-# What INFERENCE_PRECISION_HINT=f32 leaves inexact on a CPU, and why it matters for speculation: both roundings
-# depend on how many tokens a pass carries, so a verification pass over K+1 tokens can pick another token than a
-# plain step over one.
-# - Dynamic quantisation: on CPUs with int8 dot-product instructions (VNNI, AMX), int4/int8 weights multiply
-#   activations quantised to int8 on the fly (DYNAMIC_QUANTIZATION_GROUP_SIZE). Seen on a 2-core AVX-512 VNNI
-#   machine: the Qwen2.5-Coder pair's "ground-dates" prompt at K=4 left plain decoding at token 5.
-# - The KV cache, kept in u8 or f16 by default: a pass reads the tokens it has just computed at full precision, a
-#   later step reads them back from the cache. Seen on the same machine: prompt lookup on "code-fibonacci" left
-#   plain decoding at token 45 with dynamic quantisation already off.
-# With both off, every output of those runs equalled plain decoding again.
-# Their price differs: dynamic quantisation is the main model's fast path (`python -m maintainers.benchmark --precision f32
-# --fast-main` measures it; README quotes the committed runs), the f32 KV cache costs little.
+# What INFERENCE_PRECISION_HINT=f32 leaves inexact on a CPU. Both roundings depend on how many tokens a pass carries,
+# so a (K+1)-token verification pass can pick another token than a one-token plain step:
+# - dynamic quantisation (on VNNI/AMX CPUs, activations quantised to int8 for int4/int8 weights); on a 2-core
+#   AVX-512 VNNI machine the Qwen2.5-Coder pair's "ground-dates" prompt at K=4 left plain decoding at token 5;
+# - the KV cache (u8/f16 by default): a pass reads its new tokens at full precision, later steps from the cache;
+#   there, prompt lookup on "code-fibonacci" left plain at token 45 with dynamic quantisation already off.
+# With both off every output equalled plain again. Dynamic quantisation is the main model's fast path
+# (`maintainers.benchmark --precision f32 --fast-main` measures it); the f32 KV cache costs little.
 NO_DYNAMIC_QUANTIZATION: dict[str, Any] = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
 EXACT_KV_CACHE: dict[str, Any] = {"KV_CACHE_PRECISION": "f32"}
 EXACT_MAIN_PROPERTIES: dict[str, Any] = {**NO_DYNAMIC_QUANTIZATION, **EXACT_KV_CACHE}
 
 
 def main_model_properties(precision: str | None, threads: int | None = None, exact: bool = True) -> dict[str, Any]:
-    """`device_properties` for the main model; "f32" also makes it exact (`EXACT_MAIN_PROPERTIES`: no dynamic
-    quantisation, an f32 KV cache).
+    """`device_properties` for the main model; "f32" also makes it exact (`EXACT_MAIN_PROPERTIES`).
 
-    Only the main model decides the output, so only its computation must not depend on the pass width for
-    speculative output to equal plain output token for token. The draft keeps the device's fast path.
-    exact=False keeps the f32 KV cache but also the fast path (dynamic quantisation): faster, and then whether
-    an output equals plain decoding is a measurement (it did on every benchmark prompt on one machine and not on
-    another), no longer a property of the arithmetic.
+    Only the main model's arithmetic must not depend on the pass width; the draft keeps the fast path. With
+    exact=False (dynamic quantisation kept) equality with plain is a measurement: it held on one machine, not another.
     """
     properties = device_properties(precision, threads)
     if precision != "f32":
@@ -130,15 +111,9 @@ def main_model_properties(precision: str | None, threads: int | None = None, exa
 
 
 def make_scheduler_config(cache_size_gb: int = 0, max_num_batched_tokens: int | None = None) -> Any:
-    """A `SchedulerConfig` for the continuous-batching backend.
+    """A `SchedulerConfig` for the continuous-batching backend; cache_size_gb=0 lets the KV cache grow with demand.
 
-    cache_size_gb: size of the paged KV cache in GB, allocated up front;
-    0 (default) lets the cache grow with demand (dynamic allocation).
-    max_num_batched_tokens: tokens the scheduler may process in one step
-    (None = DEFAULT_MAX_NUM_BATCHED_TOKENS, 4096; OpenVINO GenAI's own default
-    is 256). Prompts that do not fit are split across steps; with a draft
-    model and several requests at once that split changed the output in
-    OpenVINO GenAI 2026.4 (notebook 05, section 6). Pass 256 to see it.
+    max_num_batched_tokens=256 (GenAI's default) shows prompt splitting change speculative output (notebook 05).
     """
     import openvino_genai
 
@@ -204,17 +179,10 @@ def load_pipeline(
     draft_precision: str | None = None,
     exact_main: bool = True,
 ) -> LoadedPipeline:
-    """Build the pipeline for one decoding mode. Inputs are checked before any model is loaded.
+    """Build the pipeline for one decoding mode; inputs are checked before any model is loaded.
 
-    plain:          LLMPipeline(main, device, scheduler_config=..., **props)
-    speculative:    LLMPipeline(main, device, scheduler_config=..., draft_model=draft_model(draft, device, **props), **props)
-    prompt_lookup:  LLMPipeline(main, device, scheduler_config=..., prompt_lookup=True, **props)
-
-    `props` comes from `main_model_properties(precision, threads, exact_main)` for the main model (with "f32":
-    exact f32, no dynamic quantisation, an f32 KV cache; `exact_main=False` keeps the quantisation) and from
-    `device_properties` for the draft, with `draft_precision` if given (None = the main model's precision).
-    ``backend="stateful"`` (plain only) omits the scheduler config; `cache_size_gb` and `max_num_batched_tokens`
-    go into it (`make_scheduler_config`).
+    The main model gets `main_model_properties(precision, threads, exact_main)`, the draft `device_properties` with
+    `draft_precision` (None: the main model's). ``backend="stateful"`` (plain only) omits the scheduler config.
     """
     if mode not in MODES:
         raise SpeculationSetupError(f"Unknown mode '{mode}'. Use one of: {', '.join(MODES)}.")

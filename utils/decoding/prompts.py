@@ -1,17 +1,8 @@
-"""A small built-in prompt set, grouped by task type, for the decoding benchmarks.
+"""A small built-in prompt set for the decoding benchmarks, grouped by task type (`PROMPTS`, `select_prompts`).
 
-Task types matter for speculation: prompt-lookup decoding only pays off when the
-answer copies text from the prompt (summarise, extract, rewrite code that is in
-the prompt), while a draft model pays off when it guesses the main model's next
-words, which is easiest on predictable text (code, formulaic answers).
-
-    code            write or complete code from a description
-    chat            open questions, the answer is not in the prompt
-    summarisation   condense a passage given in the prompt
-    input_grounded  extract or rewrite text/code given in the prompt
-
-Some prompts are long (>= 256 tokens with SmolLM2's tokenizer; `length == "long"`)
-so that later notebooks can compare short against long prompts.
+Task types matter: prompt lookup pays off only when the answer copies text from the prompt (summarisation,
+input_grounded), a draft model when it guesses the main model's words (predictable text such as code).
+"long" prompts have >= 256 tokens with SmolLM2's tokenizer.
 """
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """Theory of speculative decoding (Leviathan et al., arXiv:2211.17192).
 
-With per-token acceptance probability ``a``, draft length ``k`` and cost ratio
-``c`` (time of one draft step / time of one main step):
-
-* expected tokens produced per main-model pass: (1 - a^(k+1)) / (1 - a)
-* expected speed-up over plain decoding: (1 - a^(k+1)) / ((1 - a) (k c + 1))
-
-The second formula assumes that the main model verifies k+1 tokens in the time
-of one plain step. `predicted_speedup_with_step_times` drops that assumption:
-it takes the measured time of the verification step instead (see
-utils.decoding.step_timing), which on a CPU grows with k.
+With per-token acceptance a, draft length k and cost ratio c (draft step / main step), a main pass yields
+(1 - a^(k+1)) / (1 - a) tokens and the speed-up is that / (k c + 1), if verifying k+1 tokens costs one plain step;
+`predicted_speedup_with_step_times` uses the measured verification time instead.
 """
 from __future__ import annotations
 
@@ -42,12 +35,7 @@ def predicted_speedup(acceptance: float, draft_length: int, cost_ratio: float) -
 def predicted_speedup_with_step_times(
     acceptance: float, draft_length: int, draft_step: float, plain_step: float, verify_step: float,
 ) -> float:
-    """Expected speed-up with measured step times (any unit, the same for all three).
-
-    draft_step: one draft-model step; plain_step: one main-model step over one
-    token; verify_step: one main-model step over draft_length + 1 tokens. With
-    verify_step == plain_step this equals `predicted_speedup(a, k, draft_step / plain_step)`.
-    """
+    """Expected speed-up from step times in one unit; verify_step is a main pass over draft_length + 1 tokens."""
     if min(draft_step, plain_step, verify_step) < 0 or plain_step == 0 or verify_step == 0:
         raise ValueError("step times must be >= 0, and the main model's steps > 0")
     tokens = expected_tokens_per_pass(acceptance, draft_length)
@@ -57,12 +45,7 @@ def predicted_speedup_with_step_times(
 def draft_step_budget(
     acceptance: float, draft_length: int, plain_step: float, verify_step: float, target_speedup: float,
 ) -> float | None:
-    """The dearest draft step (in the unit of the main model's steps) that still reaches `target_speedup`.
-
-    `predicted_speedup_with_step_times` solved for the draft step: at this acceptance, K and verification cost,
-    a draft whose step costs more than this cannot reach the target. None when even a draft that costs nothing
-    falls short (the verification pass alone is too dear for the tokens a pass yields).
-    """
+    """The dearest draft step (main steps' unit) reaching `target_speedup`; None if even a free draft falls short."""
     if target_speedup <= 0:
         raise ValueError(f"target speed-up must be > 0, got {target_speedup}")
     if draft_length < 1:
@@ -75,10 +58,7 @@ def draft_step_budget(
 
 
 def acceptance_from_tokens_per_pass(tokens_per_pass: float, draft_length: int, tol: float = 1e-9) -> float:
-    """Invert `expected_tokens_per_pass` by bisection: the per-token acceptance that explains a run.
-
-    Values a rounding error outside [1, draft_length + 1] are clamped; others raise.
-    """
+    """Invert `expected_tokens_per_pass` by bisection; values a rounding error outside [1, K + 1] are clamped."""
     if draft_length < 1:
         raise ValueError(f"draft length must be >= 1 to estimate acceptance, got {draft_length}")
     if not 1.0 - 1e-9 <= tokens_per_pass <= draft_length + 1 + 1e-9:
@@ -113,9 +93,7 @@ def acceptance_needed(
 ) -> float | None:
     """The per-token acceptance at which `predicted_speedup_with_step_times` reaches `target_speedup`.
 
-    The tokens a pass must yield, target x (K x draft step + verify step) / plain step, turned into an acceptance
-    (`acceptance_from_tokens_per_pass`); 0.0 when even no accepted token reaches the target, None when not even
-    a draft that is always right would (more than K + 1 tokens per pass needed).
+    0.0 if no accepted token is needed; None if not even an always-right draft would do.
     """
     if target_speedup <= 0:
         raise ValueError(f"target speed-up must be > 0, got {target_speedup}")
@@ -133,23 +111,18 @@ def acceptance_needed(
 
 @dataclass(frozen=True)
 class MeasuredStepTimes:
-    """Measured step times: draft one-token step, and main step as a function of tokens processed.
-
-    main_step_ms(n) is the time of one main-model pass over n tokens; plain
-    decoding runs n=1, verifying K proposals runs n=K+1. With a flat
-    main_step_ms this is exactly Leviathan's model with c = draft / main(1).
-    """
+    """Measured step times: the draft's one-token step and main_step_ms(n), a main pass over n tokens (plain: n=1)."""
 
     draft_step_ms: float
     main_step_ms: Callable[[int], float]
 
     @property
     def cost_ratio(self) -> float:
-        """Leviathan's c, as `decoding_metrics.cost_ratio` defines it: draft step / the main model's one-token step."""
+        """Leviathan's c: draft step / the main model's one-token step."""
         return self.draft_step_ms / self.main_step_ms(1)
 
     def verify_over_plain_step(self, k: int) -> float:
-        """V(K), as `decoding_metrics.verification_cost` defines it: main pass over K + 1 tokens / one-token step."""
+        """V(K): main pass over K + 1 tokens / one-token step."""
         return self.main_step_ms(k + 1) / self.main_step_ms(1)
 
     def predicted_speedup(self, acceptance: float, k: int) -> float:
@@ -159,13 +132,10 @@ class MeasuredStepTimes:
 
 
 def theory_rows(k_rows: Sequence[dict], cost_model: MeasuredStepTimes) -> list[dict]:
-    """Measured speed-up per K next to what the theory predicts from that run's own acceptance.
+    """Measured speed-up per K beside the theory's predictions from that K's own acceptance a_K.
 
-    k_rows: `SweepResult.rows()` of a K sweep (one group). For each K:
-    leviathan uses a_K (the per-token acceptance explaining that K's tokens per
-    pass) and c = draft step / plain main step; with_verification also charges
-    the measured time of verifying K+1 tokens; pooled uses one a for all K
-    (the mean of the a_K), as the formula assumes.
+    k_rows: `SweepResult.rows()` of one K sweep. "with_verification_cost" also charges verifying K+1 tokens;
+    "leviathan_pooled_a" uses the mean a_K for every K, as the formula assumes one a.
     """
     usable = [row for row in k_rows if row.get("per_token_acceptance") is not None and row.get("speedup")]
     if not usable:

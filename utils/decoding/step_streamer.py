@@ -1,17 +1,7 @@
-"""See speculation happen: collect generated tokens step by step, and colour text by step.
+"""See speculation happen: record generated tokens step by step (`StepRecorder`) and colour text by step.
 
-With speculative or prompt-lookup decoding, OpenVINO GenAI hands a streamer all
-tokens of one verification step at once: the draft tokens the main model
-accepted, followed by one token the main model produced itself (the correction
-of the first rejected draft token, or a bonus token when all were accepted).
-Plain decoding hands over one token per step.
-
-    recorder = StepRecorder(tokenizer, echo=True)     # prints text as it arrives
-    record = run_prompt(loaded, prompt, settings, streamer=recorder)
-    display(HTML(steps_to_html(tokenizer, recorder.steps)))
-
-Caveat: the last step can be cut short by `max_new_tokens` or the end-of-sequence
-token; its last token is then shown as the main model's although it may have
+GenAI hands its streamer one verification step's tokens at once: accepted draft tokens, then the main model's own.
+Caveat: a last step cut short by `max_new_tokens` or EOS shows its last token as the main model's, though it may have
 been an accepted draft token.
 """
 from __future__ import annotations
@@ -27,12 +17,7 @@ MAIN_COLOUR = "#ffd6a5"  # orange: produced by the main model itself
 
 
 class StepRecorder:
-    """Collects the tokens of every generation step; optionally prints the text as it arrives.
-
-    tokenizer: an `openvino_genai.Tokenizer` (needed only for `echo` and `text`).
-    echo: write decoded text to `write` (default: stdout) while generating.
-    on_step: called with each step's tokens as it arrives (e.g. to colour a live view).
-    """
+    """Collects the tokens of every generation step; with echo (needs `tokenizer`) prints the text as it arrives."""
 
     def __init__(self, tokenizer: Any = None, echo: bool = False, write: Callable[[str], Any] | None = None,
                  on_step: Callable[[list[int]], Any] | None = None):
@@ -101,11 +86,7 @@ class StepRecorder:
 
 
 class StepSegmenter:
-    """Turns steps into coloured text pieces one step at a time (for live display while generating).
-
-    decode: token ids -> text. Text is decoded cumulatively, so characters split
-    across tokens come out whole; `add_step` returns only the new pieces.
-    """
+    """Turns steps into coloured text pieces one step at a time; cumulative decoding keeps split characters whole."""
 
     def __init__(self, decode: Callable[[list[int]], str]):
         self.decode = decode
@@ -131,12 +112,7 @@ class StepSegmenter:
 
 
 def step_segments(decode: Callable[[list[int]], str], steps: Sequence[Sequence[int]]) -> list[tuple[str, str, int]]:
-    """(text, origin, step number) pieces in order.
-
-    origin is "accepted" (a draft token the main model kept) or "main" (the main
-    model's own token, the last of each step); step numbers start at 1. Text is
-    decoded cumulatively, so characters split across tokens come out whole.
-    """
+    """(text, origin, step number from 1) pieces; origin is "main" for each step's last token, else "accepted"."""
     segmenter = StepSegmenter(decode)
     return [segment for step in steps for segment in segmenter.add_step(step)]
 
@@ -149,10 +125,7 @@ def segment_html(text: str, origin: str, step_number: int) -> str:
 
 
 def steps_to_html(tokenizer: Any, steps: Sequence[Sequence[int]], title: str = "") -> str:
-    """HTML of the generated text with accepted draft tokens in green and the main model's own tokens in orange.
-
-    A thin line ends each verification step; hover a piece to see its step number.
-    """
+    """HTML of the text, accepted draft tokens in green, the main model's own in orange (hover: step number)."""
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
 

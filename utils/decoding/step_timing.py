@@ -1,21 +1,8 @@
-"""What one model step costs as a function of how many tokens it processes.
+"""What one model pass costs as a function of how many tokens it processes (`measure_pair_step_times`).
 
-Speculative decoding replaces K+1 one-token steps of the main model by K cheap
-draft steps plus ONE main-model step over K+1 tokens (the last accepted token
-and the K proposals). The theory (utils.decoding.speedup_model) assumes that this
-verification step costs as much as a one-token step. On a CPU that holds only
-while the step stays bound by per-step overheads and weight reads; beyond some
-number of tokens the matrix products start to cost, and the useful K is
-bounded by that jump.
-
-`measure_pair_step_times` times the models' own forward passes directly with the
-OpenVINO runtime (the stateful IR that `optimum-cli` exports): reset the KV
-state, prefill a fixed context (not timed), then time one forward pass over
-``n`` new tokens. The continuous-batching pipeline that OpenVINO GenAI uses for
-speculative decoding runs a paged-attention version of the same model, so its
-absolute times differ a little; the *shape* of the curve is what matters.
-
-Heavy imports (openvino, numpy) happen inside functions.
+The theory assumes a main pass over K+1 tokens costs a one-token step; on a CPU that holds only while the pass is
+bound by overhead and weight reads, so the useful K ends at the cost jump. The stateful IR is timed after an untimed
+prefilled context; GenAI's paged-attention pipeline differs a little in absolute times, not in the curve's shape.
 """
 from __future__ import annotations
 
@@ -61,11 +48,7 @@ def _check_token_counts(token_counts: Iterable[int]) -> list[int]:
 
 def compile_stateful_model(model_dir: Path | str, device: str = "CPU", precision: str | None = "f32",
                            extra_properties: dict[str, str] | None = None) -> Any:
-    """Compile the folder's openvino_model.xml for `device` with the project's precision properties.
-
-    Note: precision "f32" gets the main model's exact properties, as in the pipelines
-    (`utils.decoding.pipelines.main_model_properties`: no dynamic quantisation of activations, an f32 KV cache).
-    """
+    """Compile the folder's openvino_model.xml for `device`; "f32" gets the exact `main_model_properties`."""
     import openvino as ov
 
     folder = check_main_folder(model_dir)
@@ -112,9 +95,7 @@ class StepTimer:
 
 def time_interleaved(timers: Sequence[tuple[StepTimer, list[int]]], repeats: int, warmup: int,
                      progress: object | None = None) -> list[dict[int, list[float]]]:
-    """Samples (ms) per timer and token count, through the one measurement loop (`measurement.interleaved_runs`):
-    `warmup` untimed passes of each, then on every repeat each timer at each of its counts once, in turn.
-    progress: anything but None shows a progress bar."""
+    """Samples (ms) per timer and token count via `interleaved_runs`; any `progress` but None shows a bar."""
     jobs = [(index, timer, count) for index, (timer, counts) in enumerate(timers) for count in counts]
     runners = [lambda _item, timer=timer, count=count: timer.sample_ms(count) for _, timer, count in jobs]
     measured = interleaved_runs(runners, [None], warmup=warmup, repeats=repeats, show_progress=progress is not None,
@@ -153,9 +134,7 @@ def measure_pair_step_times(
 ) -> tuple[list[StepTime], StepTime]:
     """Main-model step times for `token_counts` and the draft's one-token step, measured interleaved.
 
-    Interleaving (main counts, then the draft step, on every repeat) exposes
-    both models to the same background load, which keeps their ratio (the cost
-    ratio c) meaningful on a busy machine.
+    Interleaving exposes both models to the same background load, keeping their ratio c meaningful on a busy machine.
     """
     counts = _check_token_counts(token_counts)
     _check_timing_arguments(context_tokens, repeats)
@@ -187,10 +166,7 @@ def step_time_lookup(step_times: Sequence[StepTime]) -> Callable[[int], float]:
 
 
 def relative_step_cost(step_times: Sequence[StepTime]) -> dict[int, float]:
-    """Each token count's median time divided by the one-token step's: 1.0 means 'free' extra tokens.
-
-    `utils.decoding.decoding_metrics.verification_cost` for every measured token count.
-    """
+    """Each token count's median time over the one-token step's (`verification_cost`; 1.0 = free extra tokens)."""
     by_tokens = {step.tokens: step.median_ms for step in step_times}
     if 1 not in by_tokens:
         raise ValueError("Relative costs need the one-token step (tokens=1) among the measurements.")

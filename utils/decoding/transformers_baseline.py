@@ -1,16 +1,8 @@
-"""The same three decodings with Hugging Face transformers, for a side-by-side with OpenVINO GenAI (notebook 03).
+"""The same three decodings with Hugging Face transformers, side by side with OpenVINO GenAI (notebook 03).
 
-    models = load_transformers_models(main_folder, draft=draft_folder)   # or draft="int8-dynamic" / None
-    records = measure_transformers(models, settings_list, prompts)       # GenerationRecords, backend "transformers"
-
-Notebook 03 first calls `generate(..., assistant_model=draft)` and `generate(..., prompt_lookup_num_tokens=K)`
-in its own cells; this module repeats them for the tables, as `utils.decoding.generation` does for OpenVINO
-GenAI, so `compare_with_plain` and the reports work unchanged (a transformers run is only compared with a
-transformers plain run). The draft: another Hugging Face folder with the same tokenizer (the Qwen2.5-Coder
-pair's copies, `utils.models.coder_pair.hf_copies`), or, for the offline pair's single folder,
-"int8-dynamic": the main with PyTorch dynamic int8 Linear layers, a different and cheaper model.
-Measured: wall time around `generate`, tokens, main-model passes (a forward hook) and the tokens each step
-delivered (a streamer). Weights compute in f32 (PyTorch's CPU default): compare with OpenVINO at f32.
+`measure_transformers` gives `GenerationRecord`s (backend "transformers") for the usual reports. The draft is a folder
+with the same tokenizer or "int8-dynamic" (the main model with dynamic int8 Linear layers). Weights compute in f32
+(PyTorch's CPU default): compare with OpenVINO at f32.
 """
 from __future__ import annotations
 
@@ -49,8 +41,7 @@ def load_transformers_models(folder: Path | str | None = None, draft: str | Path
                              threads: int | None = None) -> TransformersModels:
     """The main model (f32, eval mode) and its draft: a Hugging Face folder, "int8-dynamic" or None.
 
-    threads: if given, `torch.set_num_threads(threads)` (process-wide); on a small shared machine PyTorch with
-    all cores can be far slower than with one thread, so match the OpenVINO side's `threads`.
+    threads: process-wide; on a small shared machine all cores can be far slower than one, so match OpenVINO's.
     """
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise SpeculationSetupError(f"threads must be an integer >= 1 or None, got {threads!r}.")
@@ -95,7 +86,7 @@ def _check_same_vocabulary(main_tokenizer: Any, draft_tokenizer: Any, main_folde
 
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' progress bars and advice (deprecation chatter) for the duration, then restore."""
+    """Silence transformers' progress bars and advice for the duration, then restore."""
     from transformers.utils import logging
 
     verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
@@ -150,9 +141,8 @@ def generate_arguments(models: TransformersModels, settings: DecodingSettings) -
 def configure_draft(models: TransformersModels, settings: DecodingSettings) -> None:
     """Set K or the confidence threshold where transformers reads them: the draft's own generation_config.
 
-    A fixed K uses the constant schedule and no confidence cut-off (transformers
-    otherwise adapts K and stops drafting below 0.4 confidence by default).
-    With a threshold, K is only an upper bound (UPPER_BOUND_DRAFT_TOKENS).
+    A fixed K needs the constant schedule and no cut-off: transformers otherwise adapts K and stops drafting below
+    0.4 confidence by default.
     """
     config = models.draft.generation_config
     config.num_assistant_tokens_schedule = "constant"
@@ -252,7 +242,7 @@ def measure_transformers(
     warmup: int = 1,
     repeats: int = 3,
 ) -> list[GenerationRecord]:
-    """Warm-up, interleaved repeats, median per prompt (see `utils.decoding.generation.measure_runners`)."""
+    """Warm-up, interleaved repeats, median per prompt (as `measure_runners`)."""
     runners = [lambda prompt, settings=settings: run_transformers_prompt(models, prompt, settings)
                for settings in settings_list]
     return measure_runners(runners, prompts, warmup=warmup, repeats=repeats)

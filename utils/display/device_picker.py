@@ -1,11 +1,4 @@
-"""A device drop-down for the notebooks (the same widget in every notebook), whose value the pipelines read.
-
-    picker = device_picker()          # shows the OpenVINO devices of this machine (utils.input_checks.available_devices)
-    picker                            # display it; the learner picks a device
-    load_pipeline(..., picker.value)  # the next cells read the choice (as openvino_notebooks' device widget)
-
-The default is `default_device()`: the requested device if this machine has it, else CPU (always there).
-"""
+"""A device drop-down for the notebooks; later cells pass its `.value` (default: `default_device()`) to pipelines."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,11 +1,6 @@
 """The formula you can turn (notebook 07): Leviathan's expected speed-up over K, redrawn as sliders for a, K, c move.
 
-    points = measured_points(speculation_breakdown(compared))   # this machine's fixed-K measurements
-    explorer = build_formula_explorer(points, pair=PAIR)        # sliders + the curve + the break-even line
-    display(explorer.widget)
-
-The measured points are drawn over the curve, so a learner sees why a cheap-but-poor or a good-but-costly draft
-does not pay, and what acceptance a draft needs at a given c (`utils.decoding.speedup_model.break_even_acceptance`).
+Measured points are drawn over the curve, showing why a cheap-but-poor or good-but-costly draft does not pay.
 """
 from __future__ import annotations
 
@@ -29,8 +24,7 @@ class MeasuredPoint:
 
 
 def measured_points(breakdown_rows: Sequence[dict]) -> list[MeasuredPoint]:
-    """Points from `utils.decoding.generation_reports.speculation_breakdown` rows: fixed-K rows with a measured
-    speed-up, acceptance and cost ratio (a row without its plain run has no cost ratio, so no point)."""
+    """Points from fixed-K `speculation_breakdown` rows with a measured speed-up, a and c (c needs the plain run)."""
     points = []
     for row in breakdown_rows:
         setting = row["setting"]
@@ -90,10 +84,7 @@ class FormulaExplorer:
 
 def build_formula_explorer(points: Sequence[MeasuredPoint] = (), *, pair: str, acceptance: float | None = None,
                            k: int = 3, cost_ratio: float | None = None, max_k: int = 10) -> FormulaExplorer:
-    """Sliders for a, K, c (defaults: the medians of the measured points) that redraw the speed-up curve.
-
-    pair: the pair the points were measured on, named in the legend.
-    """
+    """Sliders for a, K, c (default: the measured points' medians) redrawing the curve; `pair` names the legend."""
     import ipywidgets as widgets
 
     points = list(points)

@@ -1,14 +1,7 @@
 """The speculative-decoding playground (notebook 07): turn K, watch the text stream coloured by verification step.
 
-    picker = device_picker()                       # utils.display.device_picker; read at every click
-    playground = build_playground(picker)          # widgets, a pipeline cache, the click handlers
-    display(playground.widget)                     # and playground.race_widget for the race
-    playground.on_generate_click(); playground.wait()   # what the Generate button does (in a thread)
-
-Generation runs in a background thread, the streamer callback updating the HTML widgets after each main-model
-pass; a click while one runs is refused with a message. Settings out of the widgets' ranges are a one-line
-`InputError` (never clamped), any failure at a click a one-line message, never a traceback; the checks and the
-bounded pipeline cache are `utils.display.playground_choice`'s.
+`build_playground(device_picker())` returns the widgets. Generation runs in a background thread; a click while
+one runs is refused, and any failure is a one-line message, never a traceback.
 """
 from __future__ import annotations
 
@@ -48,8 +41,7 @@ TEXT_STYLE = "white-space:pre-wrap;font-family:monospace;line-height:1.6;min-hei
 class LiveCounters:
     """Counters of one generation, updated at every step (a step = one main-model pass).
 
-    Tokens per pass and accepted tokens follow `utils.decoding.decoding_metrics` (complete verification passes:
-    the prefill pass and the latest pass are left out), as every other figure of the course.
+    Like every figure of the course, counts complete verification passes only (`decoding_metrics`).
     """
 
     k: int | None = None  # fixed K, for the acceptance estimate; None for plain or a threshold
@@ -90,7 +82,7 @@ class LiveCounters:
 
     @property
     def acceptance(self) -> float | None:
-        """GenAI's acceptance when reported; else accepted / (K per complete verification pass), an estimate."""
+        """GenAI's acceptance when reported; else an estimate, accepted / (K per complete verification pass)."""
         if self.acceptance_reported is not None:
             return self.acceptance_reported
         verifying = decoding_metrics.verification_steps(self.steps)
@@ -143,7 +135,7 @@ class LiveText:
 
 @dataclass
 class RaceRun:
-    """A generation whose steps were stamped with the time they arrived (seconds since generate started)."""
+    """A generation whose steps were stamped with their arrival time (seconds since generate started)."""
 
     record: GenerationRecord
     steps: list[list[int]]
@@ -151,7 +143,7 @@ class RaceRun:
 
 
 def race_run(loaded: LoadedPipeline, prompt: str, settings: DecodingSettings) -> RaceRun:
-    """Generate once, recording each step's arrival time; nothing is drawn meanwhile (the timing stays clean)."""
+    """Generate once, recording each step's arrival time; nothing is drawn meanwhile, so the timing stays clean."""
     step_times: list[float] = []
     started = [0.0]
     recorder = StepRecorder(on_step=lambda step: step_times.append(time.perf_counter() - started[0]))
@@ -218,8 +210,6 @@ class Playground:
     thread: threading.Thread | None = None
     _busy: threading.Lock = field(default_factory=threading.Lock)
 
-    # ----- reading the widgets
-
     def choice(self) -> PlaygroundChoice:
         controls = self.controls
         return PlaygroundChoice(
@@ -228,18 +218,16 @@ class Playground:
             threshold=float(controls["threshold"].value), precision=controls["precision"].value,
             device=self.device.value, max_new_tokens=int(controls["max_new_tokens"].value))
 
-    # ----- click handlers
-
     def on_generate_click(self, _button: Any = None) -> threading.Thread | None:
         """Start streaming a generation in a thread; refused (with a message) while one runs."""
         return self._start(self.generate)
 
     def on_race_click(self, _button: Any = None) -> threading.Thread | None:
-        """Start the race (plain, then the chosen mode, then a replay at their pace); refused while busy."""
+        """Start the race in a thread; refused while busy."""
         return self._start(self.race)
 
     def wait(self, timeout: float | None = 600) -> None:
-        """Wait for the running generation or race (notebook cells under nbval, tests)."""
+        """Wait for the running generation or race (for nbval and tests)."""
         if self.thread is not None:
             self.thread.join(timeout)
             if self.thread.is_alive():
@@ -312,7 +300,7 @@ class Playground:
         return record
 
     def race(self) -> RaceResult:
-        """Plain, then the chosen mode, on the same prompt, one after the other; then both replayed at their pace."""
+        """Plain, then the chosen mode, one after the other on the same prompt; then both replayed at their pace."""
         choice = self.choice()
         prompt = check_prompt(choice.prompt)
         if choice.mode == "plain":
@@ -350,7 +338,7 @@ class Playground:
         return result
 
     def _show_evictions(self, since: int) -> None:
-        """Name the pipelines the cache freed since its `since`-th eviction (or clear the message box)."""
+        """Show the pipelines the cache freed since eviction number `since` (or clear the message)."""
         self._show_message(" ".join(self.cache.evictions[since:]), "#555")
 
     def _show_counters(self, counters: LiveCounters, label: str) -> None:
@@ -365,9 +353,9 @@ def _draft_options(pair_name: str) -> list[str]:
 def build_playground(device: Any, *, prompt: str = DEFAULT_PROMPT, pair: str = "offline", mode: str = "draft model",
                      k: int = 3, threshold: float = 0.0, precision: str = "f32", max_new_tokens: int = 32,
                      cache: PipelineCache | None = None) -> Playground:
-    """The playground's widgets wired to their handlers. device: a Dropdown (utils.display.device_picker.device_picker()).
+    """The playground's widgets wired to their handlers; `device` is a `device_picker()` Dropdown.
 
-    A setting outside its widget's range raises a one-line InputError before any widget is made (never clamped).
+    Raises InputError before any widget is made for a setting outside its widget's range.
     """
     if mode not in MODE_LABELS:
         raise InputError(f"mode must be one of {', '.join(map(repr, MODE_LABELS))} (the Mode buttons), got {mode!r}: "

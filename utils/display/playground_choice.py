@@ -1,12 +1,6 @@
-"""What the playground's widgets may say, checked, and the pipelines it runs (notebook 07, via `utils.display.playground`).
+"""What the playground's widgets may say, checked, and the pipelines it runs (notebook 07).
 
-    choice = PlaygroundChoice(prompt="...", pair="offline", mode="speculative", k=3)
-    settings = choice.settings()                   # checked against the widgets' ranges: an InputError, never clamped
-    PromptTokens().check(choice)                   # the prompt against the model's context, before any loading
-    loaded = PipelineCache().for_choice(choice)    # loaded and warmed up once, at most `keep` kept
-
-The ranges (K_RANGE, THRESHOLD_MAX, MAX_NEW_TOKENS_RANGE; precisions: `utils.decoding.pipelines.PRECISIONS`) are the
-sliders' own: `utils.display.playground.build_playground` builds the widgets from them.
+Settings outside the sliders' ranges (K_RANGE, THRESHOLD_MAX, ...) raise a one-line InputError, never clamped.
 """
 from __future__ import annotations
 
@@ -26,7 +20,7 @@ MODE_LABELS = {"plain": "plain", "draft model": "speculative", "prompt lookup": 
 DEFAULT_PROMPT = "Explain in two sentences why the sky is blue."
 DEFAULT_DRAFT_VARIANT = "default"
 WARMUP_TOKENS = 4
-# The widgets' ranges: the sliders are built from these and every setting is checked against them (never clamped).
+# The widgets' ranges: the sliders are built from these and every setting is checked against them.
 K_RANGE = (1, 10)
 THRESHOLD_MAX = 0.95  # thresholds run from 0 (off: fixed K) to this
 THRESHOLD_STEP = 0.05
@@ -34,7 +28,7 @@ MAX_NEW_TOKENS_RANGE = (4, 256)
 
 
 def check_integer_setting(value: Any, name: str, allowed: tuple[int, int], slider: str, example: str) -> int:
-    """`value` as an int inside `allowed` (a slider's min and max), else a one-line InputError."""
+    """`value` as an int within a slider's (min, max), else a one-line InputError."""
     low, high = allowed
     where = f"from {low} to {high} (the {slider} slider's range)"
     number = as_integer(value, name, advice=f"Choose a whole number {where}, e.g. {example}.")
@@ -80,7 +74,7 @@ class PlaygroundChoice:
     max_new_tokens: int = 32
 
     def check_ranges(self) -> PlaygroundChoice:
-        """This choice if every setting lies in the widgets' ranges, else a one-line InputError (nothing clamped)."""
+        """This choice if every setting lies in the widgets' ranges, else a one-line InputError."""
         modes = list(MODE_LABELS.values())
         if self.mode not in modes:
             raise InputError(f"mode must be one of {', '.join(map(repr, modes))}, got {self.mode!r}: choose one of them.")
@@ -95,8 +89,7 @@ class PlaygroundChoice:
         return self
 
     def settings(self) -> DecodingSettings:
-        """Validated decoding settings: an InputError for a setting out of range, a SpeculationSetupError for a
-        combination that cannot work (prompt lookup with a threshold); each says what to do."""
+        """Validated settings; InputError if out of range, SpeculationSetupError for prompt lookup with a threshold."""
         self.check_ranges()
         if self.mode == "plain":
             return DecodingSettings("plain", max_new_tokens=self.max_new_tokens)
@@ -119,14 +112,14 @@ class PlaygroundChoice:
 
 
 def check_prompt(prompt: str) -> str:
-    """The prompt without surrounding blanks; an empty one raises a ValueError that says what to do."""
+    """The prompt stripped of surrounding blanks; raises ValueError (saying what to do) if empty."""
     if not prompt or not prompt.strip():
         raise ValueError("The prompt is empty: type a question or an instruction in the prompt box, then click again.")
     return check_text(prompt.strip())
 
 
 def load_playground_tokenizer(main_dir: Path) -> Any:
-    """The main model's OpenVINO GenAI tokenizer alone (no model compiled): the one `run_prompt` encodes with."""
+    """The main model's OpenVINO GenAI tokenizer alone (no model compiled), as `run_prompt` encodes."""
     import openvino_genai
 
     return openvino_genai.Tokenizer(str(main_dir))
@@ -135,9 +128,7 @@ def load_playground_tokenizer(main_dir: Path) -> Any:
 class PromptTokens:
     """Counts a prompt's tokens as `run_prompt` will (chat template included), with the tokenizer alone.
 
-    So a prompt too long for the model's context is refused in about a second, before
-    any pipeline is loaded and warmed up. One tokenizer per main folder, kept.
-    load: `load_playground_tokenizer` (tests may pass a counting wrapper).
+    So a prompt too long for the context is refused before any pipeline loads.
     """
 
     def __init__(self, load: Callable[[Path], Any] = load_playground_tokenizer) -> None:
@@ -178,12 +169,7 @@ class PlaygroundPipeline:
 
 
 class PipelineCache:
-    """The playground's pipelines, loaded and warmed up once, at most `keep` in memory, reused across clicks.
-
-    The bound and eviction are `utils.tuning.pipeline_pool.BoundedPipelines`' (plain kept first, then the most
-    recently used); `evictions` names every pipeline freed to make room.
-    loader: `utils.decoding.pipelines.load_pipeline` (tests may pass a counting wrapper).
-    """
+    """The playground's pipelines, loaded and warmed up once, at most `keep` kept (`BoundedPipelines`)."""
 
     def __init__(self, loader: Callable[..., LoadedPipeline] = load_pipeline, keep: int = DEFAULT_KEEP):
         self.loader = loader

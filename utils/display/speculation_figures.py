@@ -1,7 +1,6 @@
 """Figures of notebooks 02, 03 and 08: the idea of speculative decoding, and plots of measured records.
 
-Every function draws with matplotlib (imported lazily) and returns the Figure. Speed-ups are drawn from
-`utils.decoding.generation_reports.speedup_by_task` rows, so a plot shows the numbers its verdict prints.
+Speed-ups come from `speedup_by_task` rows, so a plot shows the numbers its verdict prints.
 """
 from __future__ import annotations
 
@@ -35,10 +34,7 @@ def draw_speculation_idea(
 ) -> Any:
     """One speculative-decoding step in three rows: propose, verify in one pass, accept a prefix + one own token.
 
-    draft_tokens: the K tokens the draft proposes; accepted: how many of them
-    (a prefix) the main model agrees with; main_token: the main model's own
-    token, which replaces the first rejected draft token (or, when all K are
-    accepted, comes on top as a bonus).
+    main_token replaces the first rejected draft token, or is a bonus when all are accepted.
     """
     import matplotlib.pyplot as plt
 
@@ -87,11 +83,7 @@ def draw_speculation_idea(
 
 def draw_timeline(tokens_per_step: Sequence[int] = (1, 4, 2, 4, 1, 3), num_assistant_tokens: int = 3,
                   draft_cost: float = 0.3) -> Any:
-    """Time lanes: plain decoding (one main pass per token) against speculative steps of K draft passes + 1 main pass.
-
-    tokens_per_step: tokens each speculative step yields (as in `GenerationRecord.tokens_per_step`);
-    draft_cost: time of one draft pass relative to one main pass (the cost ratio c).
-    """
+    """Time lanes: plain (one main pass per token) vs speculative steps; draft_cost is the cost ratio c."""
     import matplotlib.pyplot as plt
 
     total = sum(tokens_per_step)
@@ -129,8 +121,7 @@ def _group_label(key: tuple[str, str, str], records: Sequence[GenerationRecord])
 
 
 def plot_speedup_spread(rows: Sequence[dict], title: str = "") -> Any:
-    """Bars of `generation_reports.speedup_by_task` rows: the median speed-up per task and setting, with a line
-    from the slowest to the fastest repeat, and under each bar its repeats and identical outputs."""
+    """Bars of median speed-up per task and setting from `speedup_by_task` rows, with slowest-fastest repeat lines."""
     import matplotlib.pyplot as plt
 
     settings = list(dict.fromkeys(row["setting"] for row in rows))
@@ -168,10 +159,7 @@ def plot_speedup_spread(rows: Sequence[dict], title: str = "") -> Any:
 
 
 def plot_tokens_per_pass(records: Sequence[GenerationRecord], title: str = "") -> Any:
-    """Mean tokens per main-model pass by task and (mode, setting): 1.0 means speculation saved nothing.
-
-    Tokens per pass as `utils.decoding.decoding_metrics.tokens_per_main_pass` defines it, pooled over prompts.
-    """
+    """Mean tokens per main-model pass (pooled over prompts) by task and setting: 1.0 means nothing saved."""
     import matplotlib.pyplot as plt
 
     from utils.decoding.decoding_metrics import pooled_tokens_per_main_pass
@@ -226,8 +214,7 @@ def plot_token_agreement(reference: Sequence[int], candidate: Sequence[int], lab
 
 
 def plot_steps(tokenizer: Any, steps: Sequence[Sequence[int]], title: str = "", width_chars: int = 96) -> Any:
-    """The coloured text of `utils.decoding.step_streamer.steps_to_html` as a figure (a PNG survives viewers that drop
-    inline styles): accepted draft tokens green, the main model's own tokens orange, in a monospace grid."""
+    """The coloured step text as a figure (a PNG survives viewers that drop inline styles)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 

@@ -1,5 +1,4 @@
-"""Plots for notebook 06: the draft's training curve, and what its acceptance buys according to the speed-up formula.
-"""
+"""Plots for notebook 06: the draft's training curve, and what its acceptance buys according to the speed-up formula."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -52,9 +51,7 @@ def plot_speedup_vs_acceptance(cost_ratio: float, draft_lengths: Sequence[int], 
                                reference_cost_ratios: dict[str, float] | None = None, axis: Any = None) -> Any:
     """The formula's speed-up against acceptance `a` for each K at this cost ratio, with the measured runs on it.
 
-    measured: rows with "K", "per_token_acceptance" and "speedup" (from
-    `utils.training.draft_evaluation.measure_speculation`). reference_cost_ratios: other c values to draw for the
-    best K (dashed), e.g. a draft on a bigger main model.
+    reference_cost_ratios: other c values, drawn dashed for the largest K.
     """
     import matplotlib.pyplot as plt
 

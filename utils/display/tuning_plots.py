@@ -1,8 +1,4 @@
-"""The plots more than one cell draws: a sweep's curves (notebook 05) and the theory beside the measurement
-(notebooks 05 and 06). The plots drawn once live in their notebook cells.
-
-Every plot of a speed-up draws the plain-decoding reference (1.0x) as a line; matplotlib is imported inside.
-"""
+"""Plots drawn by more than one cell (notebooks 05, 06); each speed-up plot draws the plain reference (1.0x)."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,4 +1,2 @@
-"""Model folders as the notebooks use them: the catalogue, exports with optimum-cli, downloads from ModelScope and
-the Hugging Face hub, checks, atomic folders, the Qwen2.5-Coder pair's readiness (its builders are `maintainers/`).
-Imports `utils.system` and `utils`' top-level modules.
-"""
+"""Model folders for the notebooks: catalogue, optimum-cli exports, hub downloads, checks, atomic folders and the
+Qwen2.5-Coder pair's readiness (built by `maintainers/`). Imports only `utils.system` and top-level `utils` modules."""

@@ -1,15 +1,9 @@
 """Write a model folder so that nothing half-written ever looks complete.
 
-Work happens in a hidden temporary sibling folder `.tmp-<name>-<pid>`; only when
-everything is in place is a `.complete` marker written (JSON: the recipe, and
-each file's size plus a SHA-256 of the small ones) and the folder renamed to
-its final name in one step.
-
-Builds of one folder exclude each other: a build holds the lock file
-`.<name>.lock` next to the folder (an empty file that stays; the operating
-system releases the lock when the process ends, however it ends). A temporary
-folder whose process is still alive is never touched; one left by a dead
-process (crash, Ctrl-C, `kill -9`) is removed by the next build of that folder.
+Work happens in a hidden sibling `.tmp-<name>-<pid>`; then a `.complete` marker (recipe, file sizes, SHA-256 of small
+files) is written and the folder renamed into place in one step. Builds of a folder exclude each other via the lock
+file `.<name>.lock` (the OS releases it however the process ends); a temporary folder of a dead process is removed by
+the next build, one of a live process is never touched.
 """
 from __future__ import annotations
 
@@ -25,8 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 COMPLETE_MARKER = ".complete"
-# Files up to this size get a SHA-256 in the marker (configs, tokenizers, IR .xml files: milliseconds to hash);
-# larger ones (weights) only their size, which catches a truncated or half-copied file.
+# Files up to this size get a SHA-256 in the marker; larger ones (weights) only their size, enough to catch truncation.
 DIGEST_MAX_BYTES = 32 * 1024 * 1024
 # A live process that started this long after a temporary folder was last modified cannot own it (pid reused).
 PID_REUSE_SLACK_S = 2.0
@@ -44,10 +37,7 @@ def lock_path(final: Path) -> Path:
 
 @contextmanager
 def build_lock(final: Path) -> Iterator[None]:
-    """Hold the lock of `final` for the block; wait (saying so) while another process holds it.
-
-    Re-entrant within one process, so a builder may take it around `atomic_folder`, which takes it too.
-    """
+    """Hold `final`'s lock for the block, waiting (saying so) while another process holds it. Re-entrant."""
     from filelock import FileLock, Timeout
 
     final = Path(final)
@@ -76,9 +66,6 @@ def require_writable(folder: Path) -> Path:
             f"Cannot write in the models folder {folder} ({error.strerror or error}). Make it writable, or set "
             "SPECDEC_MODELS_DIR to a writable folder with enough free space, and run again.") from None
     return folder
-
-
-# --------------------------------------------------------------------------- the marker and what it records
 
 
 def _sha256(path: Path) -> str:
@@ -115,10 +102,7 @@ def read_marker(folder: Path) -> dict | None:
 
 
 def damaged_files(folder: Path) -> list[str]:
-    """What differs in `folder` from what its marker recorded at build time, one phrase per file.
-
-    Empty for an intact folder, and for a marker written before files were recorded (nothing to compare with).
-    """
+    """What differs in `folder` from its marker's record, one phrase per file (empty if intact or nothing recorded)."""
     folder = Path(folder)
     recorded = (read_marker(folder) or {}).get("files")
     if not isinstance(recorded, dict):
@@ -141,9 +125,6 @@ def is_up_to_date(folder: Path, recipe: dict) -> bool:
     """True if `folder` is complete, intact (see `damaged_files`) and was built from exactly `recipe`."""
     marker = read_marker(folder)
     return marker is not None and marker.get("recipe") == recipe and not damaged_files(folder)
-
-
-# --------------------------------------------------------------------------- temporary folders
 
 
 def _temporary_sibling(final: Path) -> Path:
@@ -175,7 +156,7 @@ def live_temporaries(final: Path) -> list[Path]:
 
 
 def _owned_by_another_live_process(temporary: Path, pid: int) -> bool:
-    """True if process `pid` runs, is not this one, and is old enough to have created `temporary`."""
+    """True if process `pid` runs, is not this one, and is old enough to have created `temporary` (pid reuse)."""
     import psutil
 
     if pid == os.getpid():
@@ -208,13 +189,8 @@ def remove_stale_temporaries(final: Path) -> None:
 
 @contextmanager
 def atomic_folder(final: Path, recipe: dict) -> Iterator[Path]:
-    """Yield a temporary folder to fill; on success it becomes `final`, marked complete.
-
-    Holds `final`'s build lock throughout (a second build of the same folder waits).
-    An existing `final` is replaced only after the new one is fully written.
-    On any exception (KeyboardInterrupt included) the temporary folder is deleted
-    and `final` is left as it was.
-    """
+    """Yield a temporary folder to fill; on success it replaces `final`, marked complete. On any exception (Ctrl-C
+    included) it is deleted and `final` is left as it was."""
     final = Path(final)
     with build_lock(final):
         remove_stale_temporaries(final)

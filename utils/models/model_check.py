@@ -1,5 +1,4 @@
-"""Check model folders and pairs before any long work starts, with errors that say what to do.
-"""
+"""Check model folders and pairs before any long work starts, with errors that say what to do."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,15 +36,8 @@ class TokenizerMismatchError(ValueError):
 
 
 def check_model_folder(folder: Path | str, role: str = "model") -> Path:
-    """Return `folder` as a Path if OpenVINO GenAI can load it, else raise `ModelFolderError`.
-
-    A folder the project built or downloaded carries a `.complete` marker that
-    records each file's size (and a SHA-256 of the small ones): a file cut short,
-    missing or edited since is reported before OpenVINO reads it. A folder
-    without a marker (e.g. an export the user ran by hand), or with a marker
-    written before files were recorded, is accepted if every required file is
-    present and non-empty.
-    """
+    """Return `folder` as a Path if OpenVINO GenAI can load it, else raise `ModelFolderError`; with a `.complete`
+    marker, files cut short, missing or edited since the build are caught too."""
     folder = Path(folder).expanduser()
     if folder.suffix.lower() == ".gguf":
         raise ModelFolderError(

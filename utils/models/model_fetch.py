@@ -1,11 +1,7 @@
-"""Get a model of the catalogue: export it with optimum-cli or download it from a hub.
+"""Get a model of the catalogue (`get_model`): export it with optimum-cli or download it from a hub.
 
-Every path checks free disk space first (`input_checks.require_free_disk`), fails fast
-with a clear message when the hub is unreachable or does not answer (every request has
-connect and read timeouts: no hang), gives up on a download that stalls (the Hugging Face
-client's read timeout; for ModelScope `modelscope_download_limits`), and writes atomically
-(see `atomic_folder`). The offline pairs are built by the setup (`python -m maintainers.offline_pair`), not
-fetched: for them `get_model` only checks that the setup made them.
+Every path checks free disk first, fails fast on an unreachable or silent hub (every request has connect and read
+timeouts), gives up on a stalled download and writes atomically. Offline pairs are built by the setup, not fetched.
 """
 from __future__ import annotations
 
@@ -112,10 +108,7 @@ def unreachable_error(url: str, what: str, reason: str = "no network, or it is b
 
 
 def require_reachable(url: str, what: str) -> None:
-    """Raise `HubUnreachableError` with what to do instead, unless `url` accepts a connection and answers.
-
-    Both steps have timeouts (`CONNECT_TIMEOUT_S`, `ANSWER_TIMEOUT_S`), so this never hangs.
-    """
+    """Raise `HubUnreachableError` unless `url` accepts a connection and answers (both with timeouts: no hang)."""
     if not can_reach(url, CONNECT_TIMEOUT_S):
         raise unreachable_error(url, what)
     problem = hub_answer_problem(url)
@@ -130,8 +123,7 @@ def _recipe(spec: ModelSpec, source: str) -> dict:
 
 @contextmanager
 def huggingface_errors(endpoint: str, repo_id: str) -> Iterator[None]:
-    """Turn the hub client's errors about `repo_id` into ours: a missing repository, a failed request
-    (timeout, refused or dropped connection)."""
+    """Turn the hub client's errors about `repo_id` into ours (missing repository, failed request)."""
     import httpx
     from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -156,11 +148,8 @@ def hub_model_info(repo_id: str) -> ModelInfo:
 
 
 def download_from_huggingface(repo_id: str, destination: Path, recipe: dict | None = None) -> Path:
-    """Download a model repository from the Hugging Face hub (honours HF_ENDPOINT).
-
-    The file list comes from `model_info` and each file from `hf_hub_download`, every
-    request with a read timeout (`snapshot_download` asks for the file list without one).
-    """
+    """Download a Hugging Face hub repository (honours HF_ENDPOINT), every request with a read timeout: files are
+    listed by `model_info` and fetched one by one, as `snapshot_download` lists them without a timeout."""
     endpoint = huggingface_endpoint()
     require_reachable(endpoint, "the Hugging Face hub")
     from huggingface_hub import hf_hub_download
@@ -194,15 +183,11 @@ def modelscope_bytes(model_id: str) -> int | None:
 @contextmanager
 def modelscope_download_limits(read_timeout_s: float = READ_TIMEOUT_S,
                                retries: int = MODELSCOPE_DOWNLOAD_RETRIES) -> Iterator[None]:
-    """Bound ModelScope file downloads while inside: `read_timeout_s` without bytes ends an attempt,
-    `retries` more attempts (each resumes the file) follow, then the download fails.
+    """Inside the block, `read_timeout_s` without bytes ends a ModelScope file attempt; `retries` resumed ones follow.
 
-    modelscope 1.40 (modelscope_hub 0.5) reads these bounds once, at import, from its environment
-    (MODELSCOPE_DOWNLOAD_TIMEOUT: 60 s, MODELSCOPE_DOWNLOAD_MAX_RETRIES: 5, with 2-16 s back-off: a stalled
-    file held a download for 6.5 minutes) and `snapshot_download` has no parameter for them outside its
-    report mode, so they are set on its modules here and restored on exit. A lock makes concurrent
-    ModelScope downloads of this process take turns; other modelscope use meanwhile sees the bounds too.
-    """
+    modelscope 1.40 (modelscope_hub 0.5) reads them once at import (MODELSCOPE_DOWNLOAD_TIMEOUT 60 s,
+    MODELSCOPE_DOWNLOAD_MAX_RETRIES 5, with back-off: minutes on a stalled file) and `snapshot_download` takes no
+    parameter for them, so they are set on its modules (under a lock; other modelscope use sees them meanwhile)."""
     import importlib
 
     with _modelscope_settings_lock:
@@ -232,14 +217,9 @@ def modelscope_stall_error(endpoint: str, model_id: str, error: Exception, read_
 def download_from_modelscope(model_id: str, destination: Path, expected_bytes: float, recipe: dict | None = None,
                              *, read_timeout_s: float = READ_TIMEOUT_S,
                              retries: int = MODELSCOPE_DOWNLOAD_RETRIES) -> Path:
-    """Download a model from ModelScope, first checking free disk for the size its file list gives.
+    """Download a model from ModelScope after checking free disk (its listed size, else `expected_bytes`).
 
-    `expected_bytes` (the catalogue's estimate) stands in if ModelScope does not list the files;
-    `snapshot_download` then reports why. The endpoint is passed on each call (modelscope would
-    otherwise keep the first MODELSCOPE_DOMAIN it saw for the whole process). A file whose bytes
-    stop coming for `read_timeout_s` is resumed `retries` times, then the download ends in
-    `HubUnreachableError` (see `modelscope_download_limits`) and the unfinished folder is removed.
-    """
+    The endpoint is passed on each call: modelscope otherwise keeps the first MODELSCOPE_DOMAIN it saw."""
     endpoint = modelscope_endpoint()
     require_reachable(endpoint, "ModelScope")
     require_free_disk(Path(destination).parent, modelscope_bytes(model_id) or expected_bytes,
@@ -258,11 +238,7 @@ def download_from_modelscope(model_id: str, destination: Path, expected_bytes: f
 
 
 def checkpoint_bytes(repo_id: str) -> int | None:
-    """Bytes of the weights optimum-cli downloads from `repo_id` on the Hugging Face hub.
-
-    The safetensors files if the repository has any, else the PyTorch `.bin` files; None if the
-    hub lists no sizes. Raises `ModelNotOnHubError` if the repository is not there.
-    """
+    """Bytes of the weights optimum-cli downloads for `repo_id` (safetensors, else .bin); None if sizes are unknown."""
     info = hub_model_info(repo_id)
     for suffix in (".safetensors", ".bin"):
         sizes = [sibling.size for sibling in info.siblings or [] if sibling.rfilename.endswith(suffix)]
@@ -273,11 +249,7 @@ def checkpoint_bytes(repo_id: str) -> int | None:
 
 
 def export_disk_bytes(spec: ModelSpec, checkpoint: int | None) -> float:
-    """Free disk an export of `spec` needs: the downloaded checkpoint plus the exported model.
-
-    Both come from the checkpoint's size on the hub (16-bit weights, as the catalogue's checkpoints
-    have); without it, from the catalogue's estimate (`spec.parameters`, `spec.disk_gb`).
-    """
+    """Free disk an export needs: checkpoint plus exported model, from the hub's (16-bit) checkpoint size if known."""
     if checkpoint is None:
         return spec.parameters * CHECKPOINT_BYTES_PER_WEIGHT + spec.disk_gb * 1e9
     weights = checkpoint / CHECKPOINT_BYTES_PER_WEIGHT
@@ -296,11 +268,7 @@ def export_from_hub(spec: ModelSpec) -> Path:
 
 
 def get_model(spec: ModelSpec, source: str | None = None) -> Path:
-    """Make `spec` available under the models folder, unless it already is; return its folder.
-
-    `source` is one of `spec.sources` ("huggingface", "modelscope", "export");
-    by default the first one listed.
-    """
+    """Return `spec`'s folder, first fetching it from `source` (default: `spec.sources[0]`) unless prepared."""
     if spec.built_locally:
         if source not in (None, "offline"):
             raise ValueError(f"{spec.folder_name} is built locally from a PyPI package; it has no source '{source}'.")

@@ -1,5 +1,4 @@
-"""Run `optimum-cli export openvino`, printing the exact command, into an atomic folder.
-"""
+"""Run `optimum-cli export openvino`, printing the exact command, into an atomic folder."""
 from __future__ import annotations
 
 import shlex
@@ -21,12 +20,8 @@ class ExportError(RuntimeError):
 
 def export_recipe(recipe_version: int, source: dict | None, weight_format: str,
                   extra_args: Sequence[str] = ()) -> dict:
-    """What one optimum-cli export depends on (the recipe its folder's marker records).
-
-    `source`: the recipe of what is exported (a GGUF's Hugging Face folder, a
-    trained draft); a change to it, to the weight format, to the extra
-    arguments or to an exporting package's version makes the export stale.
-    """
+    """The recipe an export's marker records: a change to `source` (what is exported), the weight format, the extra
+    arguments or an exporting package's version makes the export stale."""
     versions = package_versions(EXPORT_PACKAGES, with_python=False)
     return {"recipe_version": recipe_version, "source": source, "weight_format": weight_format,
             "extra_args": list(extra_args), "optimum_intel": versions["optimum-intel"],
@@ -45,13 +40,8 @@ def optimum_export_command(model: str, output: Path, weight_format: str, extra_a
 
 
 def run_dying_with_parent(command: list[str], log_path: Path) -> int:
-    """Run `command` with its output in `log_path`; return its exit code.
-
-    The child never outlives this process: on Linux the kernel kills it if this
-    process dies, even by `kill -9` (see `utils.system.die_with_parent`), and on any
-    exception here (Ctrl-C included) it is killed and waited for before the
-    exception goes on, so nothing writes into a folder that is being removed.
-    """
+    """Run `command` with its output in `log_path`; return its exit code. The child never outlives us (even `kill -9`,
+    on Linux), so nothing writes into a folder being removed."""
     with log_path.open("w", encoding="utf-8") as log:
         child = subprocess.Popen(die_with_parent_command(command), stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -65,11 +55,7 @@ def run_dying_with_parent(command: list[str], log_path: Path) -> int:
 def export_with_optimum(model: str, destination: Path, weight_format: str, recipe: dict,
                         extra_args: tuple[str, ...] = (), local_folder: bool = False,
                         check: Callable[[Path], None] | None = None) -> Path:
-    """Export `model` to `destination` atomically; the full log is kept in `export.log`.
-
-    `check(folder)`, if given, inspects the finished export before it is moved into place (an exception keeps it
-    from ever looking complete).
-    """
+    """Export `model` to `destination` atomically (log in `export.log`); `check(folder)` may reject it before."""
     destination = Path(destination)
     if local_folder and not (Path(model) / "config.json").is_file():
         raise ExportError(f"{model} is not a Hugging Face model folder (no config.json): nothing to export.")

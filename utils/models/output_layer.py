@@ -1,11 +1,7 @@
 """Cut an OpenVINO model's output layer to some token ids, its logits still laid out over the full vocabulary.
 
-A small draft spends much of a step on its output layer (hidden x vocabulary).
-Tokens it will not propose need no logits, so the layer is cut to the kept rows
-and a Gather spreads their logits back to their token ids (every other token
-gets -1e4): the draft still speaks the main model's token ids, for a fraction
-of the cost (the idea of FR-Spec, arXiv:2502.14856). Used by
-`utils.training.draft_export` (a trained draft). Heavy imports are done inside the function.
+A small draft spends much of a step on its output layer; only kept rows are computed and a Gather puts them back at
+their token ids (others get -1e4), so the draft still speaks the main model's ids (FR-Spec, arXiv:2502.14856).
 """
 from __future__ import annotations
 
@@ -22,10 +18,7 @@ class OutputLayerError(ValueError):
 def trim_output_layer_graph(model: Any, keep_token_ids: Iterable[int]) -> Any:
     """Edit an OpenVINO model in place and return it: logits = Gather(Pad(MatMul(h, W[keep]^T), -1e4), position).
 
-    The model must end in MatMul(hidden, W or W^T) -> "logits" with W an
-    uncompressed (possibly converted) constant, as `optimum-cli export
-    openvino` writes without weight compression of the output layer.
-    """
+    Raises `OutputLayerError` unless it ends in MatMul(hidden, W) -> "logits" with W an uncompressed constant."""
     import numpy as np
     import openvino as ov
     import openvino.opset13 as opset

@@ -1,10 +1,6 @@
-"""Make a draft that cannot pair with its main model: same weights, different tokenizer.
+"""Make a draft that cannot pair with its main model: same weights, a tokenizer with only part of the BPE merges.
 
-Used to show what `utils.models.model_check.check_pair` (and OpenVINO GenAI itself)
-does with a draft whose tokenizer differs from the main model's. The copy keeps
-every file of the source folder except the tokenizer, which is rebuilt from the
-source's `tokenizer.json` with only part of its BPE merge list: it still encodes
-and decodes any text, but splits words into different (more) tokens.
+Shows what `model_check.check_pair` (and OpenVINO GenAI) does with it; it still encodes any text, into more tokens.
 """
 from __future__ import annotations
 
@@ -46,12 +42,8 @@ def truncated_merges_tokenizer_json(tokenizer_json: dict, kept_merges_fraction: 
 
 def make_mismatched_draft(source_folder: Path | str, destination: Path | str,
                           kept_merges_fraction: float = 0.5) -> Path:
-    """Copy the OpenVINO model folder `source_folder` to `destination` with a different tokenizer.
-
-    The weights are the source's; the Hugging Face and OpenVINO tokenizers are
-    rebuilt with `kept_merges_fraction` of the BPE merges (1.0 rebuilds the same
-    tokenizer, a control). Written atomically and skipped when already up to date.
-    """
+    """Copy OpenVINO folder `source_folder` to `destination`, tokenizers rebuilt from `kept_merges_fraction` of merges
+    (1.0: the same tokenizer, a control). Written atomically; skipped when up to date."""
     import openvino as ov
     from openvino_tokenizers import convert_tokenizer
     from transformers import AutoTokenizer

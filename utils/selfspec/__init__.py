@@ -1,3 +1,2 @@
 """Self-speculative decoding (notebook 04): IPEX-LLM's `speculative=True` and its OpenVINO GenAI counterpart.
-These modules also import inside the IPEX-LLM kernel. Imports `utils.decoding` and below.
-"""
+Importable in the IPEX-LLM kernel too; imports only `utils.decoding` and below."""

@@ -1,16 +1,8 @@
 """IPEX-LLM self-speculation compared: plain vs speculative on the same prompts, and beside OpenVINO GenAI.
 
-    runs = compare_plain_and_speculative(model, prompts, sweep_settings([0.4, 0.6]), max_new_tokens=48)
-    show_table(speedup_rows(runs))                       # per setting: speed-up median [min-max] over repeats, verdict
-    rows = summary_rows(runs, precision="bf16")          # per prompt, the side-by-side format of both backends
-    checked = formula_check(rows + openvino_rows)        # Leviathan's prediction beside the measurement
-
-Timing is `utils.decoding.measurement.interleaved_runs` (warm-up, interleaved repeats, wall and CPU clocks). The
-quantities are the course's: the speed-up of a setting is total plain time / total speculative time over the
-prompts, one sample per repeat; c is one draft step / one plain main step, both from the same interleaved runs
-(`utils.decoding.decoding_metrics.cost_ratio`). The model-facing part is `utils.selfspec.ipex_self_speculation`;
-the OpenVINO GenAI half runs in the main environment (`run_main_python`, `utils.selfspec.ov_self_speculation`),
-because the IPEX-LLM environment has no OpenVINO.
+A setting's speed-up is total plain time / total speculative time over the prompts, one sample per repeat; c is one
+draft step / one plain main step, both from the same interleaved runs. The OpenVINO half runs in the main environment
+(`run_main_python`) because the IPEX-LLM environment has no OpenVINO.
 """
 from __future__ import annotations
 
@@ -108,11 +100,7 @@ class Comparison:
 
 def compare_plain_and_speculative(model: Any, prompts: dict[str, Any], settings: Sequence[dict], *,
                                   max_new_tokens: int, repeats: int = 3, warmup: int = 1) -> list[Comparison]:
-    """For each prompt and draft setting: plain vs speculative greedy, timed by `interleaved_runs`.
-
-    `prompts` maps a prompt id to its input ids. One plain runner serves every setting; the runners take turns
-    prompt by prompt on every repeat, after `warmup` untimed runs of each on the first prompt.
-    """
+    """For each prompt (id -> input ids) and draft setting: plain vs speculative greedy, timed by `interleaved_runs`."""
     if repeats < 1:
         raise SelfSpeculationError(f"repeats must be >= 1, got {repeats}.")
     ids = list(prompts.values())
@@ -140,8 +128,7 @@ def _repeat_speedups(comparisons: Sequence[Comparison], clock: str = "wall") -> 
 
 
 def speedup_summary(label: dict, wall: Sequence[float], cpu: Sequence[float] = ()) -> dict:
-    """One row: the speed-up as median [min-max] over repeats and its verdict (`decoding_metrics.verdict`),
-    then the same from this process's CPU time, labelled as such."""
+    """One row: speed-up as median [min-max] over repeats with its verdict, by wall and (if given) CPU time."""
     row = {**label, "repeats": len(wall), "speed-up": decoding_metrics.speedup_text(wall),
            "verdict": decoding_metrics.verdict(wall)}
     if cpu:
@@ -193,14 +180,8 @@ def divergence_report(decode: Any, reference: Sequence[int], candidate: Sequence
             f"--- self-speculative continues: {decode(list(candidate[position:]))!r}")
 
 
-# --------------------------------------------------------------------------- side-by-side rows and the formula
-
-
 def summary_rows(comparisons: Sequence[Comparison], precision: str) -> list[dict]:
-    """Per prompt, in the format of `utils.selfspec.ov_self_speculation.openvino_summary_rows`.
-
-    "k" is the mean number of tokens drafted per verify step (IPEX-LLM's draft length varies; not rounded).
-    """
+    """Per prompt, in `openvino_summary_rows`' format; "k" is the mean drafted per verify step (IPEX-LLM's varies)."""
     rows = []
     for comparison in comparisons:
         stats, samples = comparison.stats, comparison.speedups()
@@ -220,12 +201,8 @@ def summary_rows(comparisons: Sequence[Comparison], precision: str) -> list[dict
 
 
 def formula_check(rows: Sequence[dict]) -> list[dict]:
-    """Leviathan's predicted speed-up beside the measured one, for side-by-side rows of either backend.
-
-    The per-token acceptance ``a`` is the one that explains the row's tokens per pass with its ``k``
-    (`utils.decoding.decoding_metrics.per_token_acceptance`). "predicted" assumes a verify pass costs one plain
-    step; "predicted (measured passes)" uses the row's measured verify pass.
-    """
+    """Leviathan's predicted speed-up beside the measured one, for rows of either backend. "predicted" assumes a
+    verify pass costs one plain step, "predicted (measured passes)" uses the row's measured one."""
     from utils.decoding.speedup_model import predicted_speedup, predicted_speedup_with_step_times
 
     checked = []
@@ -247,9 +224,6 @@ def formula_check(rows: Sequence[dict]) -> list[dict]:
     return checked
 
 
-# --------------------------------------------------------------------------- the OpenVINO half
-
-
 def check_openvino_half(main_python: Path | str, main_folder: Path | str, draft_folders: dict[str, Path]) -> None:
     """Raise now, not after minutes of IPEX-LLM work, if the OpenVINO half cannot run."""
     how = "Prepare them with `python3 tutorial.py lab` (or `.venv/bin/python -m maintainers.offline_pair`)."
@@ -265,11 +239,7 @@ def check_openvino_half(main_python: Path | str, main_folder: Path | str, draft_
 
 def run_main_python(module_args: Sequence[str], python: Path | str | None = None, timeout: float = 1800,
                     env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m <module_args>`` with the MAIN environment's python, from the repository root.
-
-    The IPEX-LLM kernel has no OpenVINO; the OpenVINO half runs there instead.
-    Raises with the child's stderr if it fails.
-    """
+    """Run ``python -m <module_args>`` with the main environment's python from the repo root; raise if it fails."""
     python = Path(python) if python else REPO_ROOT / ".venv" / "bin" / "python"
     if not python.exists():
         raise SelfSpeculationError(

@@ -1,12 +1,7 @@
 """A view of a Hugging Face model folder that transformers 4.37 (pinned by IPEX-LLM) loads correctly.
 
-Newer transformers and tokenizers write files 4.37 misreads (silently, for RoPE)
-or rejects. `legacy_model_view` writes fixed copies of the small files into a
-new folder and links the weights, so nothing is copied or changed in place::
-
-    view = legacy_model_view(models_dir() / "smollm2-135m-instruct-hf", build_dir() / "ipex-view")
-
-Standard library only: it runs in either environment.
+Newer transformers and tokenizers write files 4.37 misreads (silently, for RoPE) or rejects: `legacy_model_view`
+writes fixed copies of the small files into a new folder and links the weights. Standard library only.
 """
 from __future__ import annotations
 
@@ -35,11 +30,8 @@ def check_hf_folder(folder: Path | str) -> Path:
 
 
 def legacy_config(config: dict) -> dict:
-    """A config.json that transformers 4.37 reads as the newer transformers meant it.
-
-    transformers >= 5 nests ``rope_theta`` under ``rope_parameters`` and writes
-    ``dtype``; 4.37 would silently fall back to rope_theta=10000 (wrong positions).
-    """
+    """A config.json 4.37 reads as meant: transformers >= 5 nests ``rope_theta`` under ``rope_parameters`` (4.37
+    would silently use 10000: wrong positions) and writes ``dtype`` instead of ``torch_dtype``."""
     fixed = dict(config)
     rope = fixed.get("rope_parameters") or {}
     if "rope_theta" not in fixed and "rope_theta" in rope:
@@ -52,11 +44,8 @@ def legacy_config(config: dict) -> dict:
 
 
 def legacy_tokenizer_json(tokenizer: dict) -> dict:
-    """A tokenizer.json that `tokenizers` 0.15 (pinned by transformers 4.37) can parse.
-
-    Newer `tokenizers` write BPE merges as ``["a", "b"]`` pairs and add
-    ``ignore_merges``; 0.15 expects ``"a b"`` strings and rejects the new key.
-    """
+    """A tokenizer.json `tokenizers` 0.15 (pinned by transformers 4.37) parses: newer ones write BPE merges as
+    ``["a", "b"]`` pairs and add ``ignore_merges``; 0.15 expects ``"a b"`` strings and rejects the new key."""
     fixed = json.loads(json.dumps(tokenizer))
     model = fixed.get("model", {})
     if model.get("type") == "BPE":
@@ -84,10 +73,7 @@ def legacy_tokenizer_config(config: dict, chat_template: str | None) -> dict:
 
 
 def legacy_model_view(folder: Path | str, view: Path | str) -> Path:
-    """A folder transformers 4.37 loads correctly: fixed small files, weights linked (not copied).
-
-    Returns `view`. Safe to call again; it rewrites the small files each time.
-    """
+    """Write and return `view`: fixed small files, weights symlinked (not copied). Safe to call again."""
     source = check_hf_folder(folder).resolve()
     view = Path(view)
     view.mkdir(parents=True, exist_ok=True)

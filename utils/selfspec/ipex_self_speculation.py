@@ -1,18 +1,8 @@
 """IPEX-LLM self-speculative decoding: load, generate, read its statistics, check its weights and memory.
 
-IPEX-LLM (archived by Intel) with ``speculative=True`` loads the main model (bf16 on CPU, fp16 on Intel GPUs) and a
-``sym_int4`` copy of the same checkpoint as ``model.draft_model``; the draft stops proposing when its top
-probability falls below ``th_stop_draft`` (or after ``max_step_draft`` tokens), then the main model verifies. Notebook 04::
-
-    recipe = article_recipe(pick_device())                              # bf16 on CPU, fp16 on XPU
-    tokenizer = load_ipex_tokenizer(view)                               # view: ipex_legacy_view.legacy_model_view
-    model, _ = load_self_speculative(view, recipe)                      # main + its sym_int4 self-draft
-    ids = encode_chat(tokenizer, "Why?")
-    run = generate_greedy(model, ids, max_new_tokens=48)   # run.stats from IPEX-LLM
-    plain = generate_greedy(model, ids, max_new_tokens=48, speculative=False)        # same weights, no draft
-
-Functions that take a model import torch / ipex_llm inside, so the module imports anywhere. Timing is
-`utils.decoding.measurement`'s; comparisons are `utils.selfspec.ipex_comparisons`.
+IPEX-LLM (archived by Intel) with ``speculative=True`` (`load_self_speculative`) loads the main model and a ``sym_int4``
+copy as ``model.draft_model``; the draft stops when its top probability falls below ``th_stop_draft`` (or after
+``max_step_draft`` tokens), then the main model verifies (`generate_greedy`). torch / ipex_llm are imported lazily.
 """
 from __future__ import annotations
 
@@ -36,9 +26,6 @@ DRAFT_OPTIONS = ("th_stop_draft", "max_step_draft", "auto_th_stop_draft", "min_s
 
 class SelfSpeculationError(ValueError):
     """An input IPEX-LLM self-speculation cannot use; the message says what to do instead."""
-
-
-# --------------------------------------------------------------------------- device, recipe, loading
 
 
 def pick_device() -> str:
@@ -82,11 +69,7 @@ def load_ipex_tokenizer(view: Path | str) -> Any:
 
 
 def load_self_speculative(view: Path | str, recipe: dict[str, str], speculative: bool = True) -> tuple[Any, Any]:
-    """The source article's call, verbatim but for the precision from `recipe`; returns (model, tokenizer).
-
-    ``speculative=True`` also loads the INT4 draft into ``model.draft_model``.
-    The device placement (``.to('xpu')``) is done here for Intel GPUs.
-    """
+    """The source article's call with `recipe`'s precision (+ the INT4 draft if `speculative`); (model, tokenizer)."""
     import torch
     from transformers.utils import logging as transformers_logging
 
@@ -118,11 +101,8 @@ def encode_chat(tokenizer: Any, user_message: str) -> Any:
 
 
 def check_weights(model: Any, tokenizer: Any, max_perplexity: float = 100.0) -> float:
-    """Perplexity of the model on a plain English sentence; raises if the weights look random.
-
-    A randomly initialised lm_head (a known trap of GGUF conversions with
-    ``tie_word_embeddings=False``) gives a perplexity in the tens of thousands.
-    """
+    """Perplexity on a plain English sentence; raises `SelfSpeculationError` if the weights look random (e.g. an
+    lm_head left random by a GGUF conversion with ``tie_word_embeddings=False``)."""
     import torch
 
     text = ("The cat sat on the mat. It was a sunny day, and the children were playing in the park "
@@ -139,18 +119,10 @@ def check_weights(model: Any, tokenizer: Any, max_perplexity: float = 100.0) -> 
     return perplexity
 
 
-# --------------------------------------------------------------------------- statistics
-
-
 @dataclass
 class SpeculationStats:
-    """What IPEX-LLM recorded about its last speculative `generate` call (reset on every call).
-
-    drafted_per_step[i]: tokens the INT4 draft proposed in verify step i.
-    tokens_per_step[i]: tokens step i added (accepted drafts + the main model's own token),
-    IPEX-LLM's ``accept_num`` (the prefill pass is not in it). Times in seconds.
-    Acceptance and tokens per pass follow `utils.decoding.decoding_metrics`.
-    """
+    """IPEX-LLM's record of its last speculative `generate` (reset each call; seconds). tokens_per_step is its
+    ``accept_num``: accepted drafts + the main model's own token, prefill excluded."""
 
     drafted: int
     accepted: int
@@ -211,11 +183,7 @@ class SpeculationStats:
 
 
 def read_speculation_stats(model: Any) -> SpeculationStats:
-    """IPEX-LLM's own counters from the model after a speculative `generate` call.
-
-    ``n_drafted``, ``n_matched`` (accepted drafts), per verify step ``draft_num`` / ``accept_num`` (with the main
-    model's own token) and ``draft_time`` / ``verify_time`` (seconds), ``first_token_time``, ``n_token_generated``.
-    """
+    """IPEX-LLM's own counters on the model (``n_drafted``, ``accept_num``, ...) after a speculative `generate`."""
     needed = ("n_drafted", "n_matched", "draft_num", "accept_num", "draft_time", "verify_time",
               "first_token_time", "n_token_generated")
     missing = [name for name in needed if not hasattr(model, name)]
@@ -238,9 +206,6 @@ def read_speculation_stats(model: Any) -> SpeculationStats:
     return stats
 
 
-# --------------------------------------------------------------------------- generation
-
-
 @contextmanager
 def draft_disabled(model: Any) -> Iterator[Any]:
     """Temporarily hide ``model.draft_model``: IPEX-LLM's generate then decodes plainly, same weights."""
@@ -254,8 +219,7 @@ def draft_disabled(model: Any) -> Iterator[Any]:
 
 @dataclass
 class GenerationRun:
-    """One greedy generation: the new tokens and (speculative) IPEX-LLM's statistics; timed by the caller
-    (`utils.decoding.measurement.timed` / `interleaved_runs`)."""
+    """One greedy generation: the new tokens and, if speculative, IPEX-LLM's statistics (timed by the caller)."""
 
     token_ids: list[int]
     speculative: bool
@@ -292,12 +256,8 @@ def check_generate_inputs(input_ids: Any, max_new_tokens: Any, draft_options: di
 
 def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculative: bool = True,
                     **draft_options: Any) -> GenerationRun:
-    """Greedy generation with (or, ``speculative=False``, without) the INT4 draft.
-
-    The ids go in by position: ``generate(**tokenizer(...))`` crashes in
-    IPEX-LLM's speculative path. `draft_options` are IPEX-LLM's
-    (``th_stop_draft``, ``max_step_draft``, ``auto_th_stop_draft``, ...).
-    """
+    """Greedy generation with (or, ``speculative=False``, without) the INT4 draft; `draft_options` are IPEX-LLM's.
+    The ids go in by position: ``generate(**tokenizer(...))`` crashes in IPEX-LLM's speculative path."""
     import torch
 
     check_generate_inputs(input_ids, max_new_tokens, draft_options)
@@ -312,17 +272,9 @@ def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculat
     return GenerationRun(token_ids=new_ids, speculative=speculative, stats=stats)
 
 
-# --------------------------------------------------------------------------- why outputs differ
-
-
 def argmax_flips(model: Any, prompt_ids: Any, greedy_ids: Sequence[int], draft_hidden: bool = True) -> list[dict]:
-    """Positions where one batched forward pass over prompt + greedy tokens picks a different token.
-
-    Plain greedy decoding computes each token's logits in a one-token pass;
-    verification computes several positions in one pass. The arithmetic is the
-    same, the order of bf16 roundings is not. Each flip reports the greedy token,
-    the batched pass's choice and the batched pass's logit margin between them.
-    """
+    """Positions where one batched pass over prompt + greedy tokens picks another token, with its logit margin
+    (same arithmetic as one-token steps, another bf16 rounding order)."""
     import torch
 
     generated = torch.tensor([list(greedy_ids)], dtype=prompt_ids.dtype, device=prompt_ids.device)
@@ -340,15 +292,9 @@ def argmax_flips(model: Any, prompt_ids: Any, greedy_ids: Sequence[int], draft_h
     return flips
 
 
-# --------------------------------------------------------------------------- peak memory (fresh process)
-
-
 def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", max_new_tokens: int = 32,
                      threads: int = 1) -> dict:
-    """Peak resident memory of a fresh process that loads the model and generates once (`load_and_generate_once`).
-
-    Measured by `utils.system.peak_memory` (VmHWM of the child itself).
-    """
+    """Peak RSS of a fresh process running `load_and_generate_once` (VmHWM, via `utils.system.peak_memory`)."""
     from utils.system.peak_memory import measure_in_fresh_process
 
     return measure_in_fresh_process("utils.selfspec.ipex_self_speculation:load_and_generate_once", {

@@ -1,23 +1,7 @@
 """Self-speculation with OpenVINO GenAI: a model's own int4/int8 exports draft for its fp16 export.
 
-The OpenVINO half of notebook 04. The IPEX-LLM kernel has no OpenVINO, so the
-notebook runs this module with the main environment's python and reads the
-JSON it writes::
-
-    python -m utils.selfspec.ov_self_speculation --prompts build/self_spec/prompts.json \\
-        --json build/self_spec/openvino.json --main models/smollm2-135m-instruct-fp16-ov \\
-        --draft int4=models/smollm2-135m-instruct-int4-ov --draft int8=models/smollm2-135m-instruct-int8-ov \\
-        --max-new-tokens 40 --repeats 3 --num-assistant-tokens 3 --precision f32 --threads 1
-
-The prompts file (written by the IPEX-LLM side) lists ``id``, ``task``, ``text``
-and the ``input_ids`` the IPEX-LLM tokenizer produced; this side checks that
-OpenVINO's tokenizer gives the same ids, so both halves decode the same input.
-Each generation goes through `utils.decoding.generation.run_prompt`, timed by
-`utils.decoding.measurement.interleaved_runs` (wall clock and this process's CPU
-time); `utils.decoding.generation.compare_with_plain` reports a speed-up only for
-equal token counts. c comes from the same runs (`openvino_summary_rows`).
-
-Only `run` and the CLI import openvino_genai; the rest is plain Python.
+The OpenVINO half of notebook 04, run with the main environment's python (the IPEX-LLM kernel has no OpenVINO); it
+checks that OpenVINO's tokenizer gives the prompts file's ``input_ids`` (from the IPEX-LLM side) and writes JSON.
 """
 from __future__ import annotations
 
@@ -61,12 +45,8 @@ def read_prompts(path: Path | str) -> list[dict]:
 
 
 def openvino_summary_rows(results: dict) -> list[dict]:
-    """One row per (draft, prompt) from this module's JSON, in `ipex_comparisons.summary_rows`' format.
-
-    Speed-up: per repeat, plain wall time / speculative wall time on the prompt (median and range). Steps are
-    relative to one plain main step, the plain run's time per output token on the same prompt (GenAI's TPOT):
-    c = one draft step / that step, and one verify pass / that step (`utils.decoding.decoding_metrics`).
-    """
+    """One row per (draft, prompt) from `run`'s JSON, in `ipex_comparisons.summary_rows`' format; c and the verify
+    cost are relative to the plain run's TPOT on the same prompt."""
     import statistics
 
     from utils.decoding import decoding_metrics as metrics
@@ -103,14 +83,8 @@ def openvino_summary_rows(results: dict) -> list[dict]:
 
 def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path], *, max_new_tokens: int,
         repeats: int, num_assistant_tokens: int, precision: str, threads: int, device: str = "CPU") -> dict:
-    """Measure plain vs self-speculative decoding for every draft; write and return the results.
-
-    Timed by `utils.decoding.measurement.interleaved_runs` (one warm-up per pipeline, then every repeat goes
-    through every prompt and pipeline; wall and CPU clocks). Per draft, "speedups" holds one sample per repeat:
-    total plain time / total speculative time over the prompts (`generation_reports.repeat_speedups`), by wall
-    clock and, computed the same way, by this process's CPU time. Under f32, "partings" lists the outputs that part
-    from plain, where, and the main model's logit margin there (`utils.decoding.exactness`).
-    """
+    """Measure plain vs self-speculative decoding for every draft; write and return the results. Under f32,
+    "partings" lists outputs that part from plain, where, and the main model's logit margin there."""
     from dataclasses import replace
 
     from utils.decoding import generation
@@ -160,7 +134,7 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
                             "cpu": repeat_speedups(cpu_compared[:len(prompts)],
                                                    cpu_compared[index * len(prompts):(index + 1) * len(prompts)])}
                      for index, (name, _, _) in enumerate(candidates) if name is not None},
-        "partings": parted,  # under f32: outputs that part from plain, where, and the main model's logit margin there
+        "partings": parted,
         "records": [{**record.as_dict(), "draft": candidates[index][0],
                      "cpu_seconds_all": [run.cpu_seconds for run in measured[index][p].runs]}
                     for index, records in enumerate(per_candidate) for p, record in enumerate(records)],

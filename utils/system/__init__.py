@@ -1,3 +1,2 @@
 """The machine and its processes: versions, CPU features, memory, disk and devices; commands that die with
-their parent; peak memory measured in a fresh process. Imports only `utils`' top-level modules.
-"""
+their parent; peak memory measured in a fresh process. Imports only `utils`' top-level modules."""

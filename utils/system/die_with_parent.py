@@ -1,12 +1,8 @@
 """Run a command that the kernel kills when the process that started it dies (Linux), even by `kill -9`.
 
-Usage: `python die_with_parent.py PARENT_PID COMMAND [ARGS...]`; build the list
-with `die_with_parent_command`. This launcher asks Linux (prctl
-PR_SET_PDEATHSIG) to send it SIGKILL when its parent ends, checks that the
-parent is still `PARENT_PID` (it might have died before the request took
-effect), then replaces itself with COMMAND (exec keeps the request). It runs
-as a separate program, not as subprocess's `preexec_fn`, because that is unsafe
-in a process with threads (a Jupyter kernel has several).
+`python die_with_parent.py PARENT_PID COMMAND...` (see `die_with_parent_command`) sets PR_SET_PDEATHSIG, checks the
+parent is still PARENT_PID (it may have died first), then execs COMMAND (exec keeps the setting). A separate program,
+not `preexec_fn`, because that is unsafe in a process with threads (a Jupyter kernel has several).
 """
 from __future__ import annotations
 

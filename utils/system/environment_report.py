@@ -1,5 +1,4 @@
-"""What this machine offers the notebooks: versions, CPU features, memory, disk, devices (the hubs: `utils.models.model_fetch.hub_reachability`).
-"""
+"""What this machine offers the notebooks: versions, CPU features, memory, disk, OpenVINO devices."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -37,10 +36,7 @@ ISA_MEANING = {
 
 
 def package_versions(packages: Sequence[str] = PACKAGES, *, with_python: bool = True) -> dict[str, str]:
-    """Installed version of each package, or 'not installed' (and Python's version first, unless with_python=False).
-
-    The one version probe: the environment report, the result cache's keys and the draft recipes all use it.
-    """
+    """Installed version of each package or 'not installed' (Python's first unless `with_python=False`)."""
     versions = {"python": sys.version.split()[0]} if with_python else {}
     for package in packages:
         try:
@@ -73,7 +69,6 @@ def cpu_features(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> dict:
         model, flags = platform.processor() or "unknown", set()
     return {"model": model, "logical_cores": os.cpu_count(),
             "features": {name: flag in flags for name, flag in ISA_FEATURES.items()}}
-
 
 
 def memory_and_disk(folder: Path | None = None) -> dict:

@@ -1,21 +1,8 @@
-"""Peak memory of a piece of work, measured in a fresh Python process: the one probe every memory figure uses.
+"""Peak memory of a function ``"package.module:function"`` measured in a fresh process (`measure_in_fresh_process`).
 
-    result = measure_in_fresh_process("utils.tuning.pipeline_memory:load_and_generate", {"pair": "offline", ...})
-    result["peak_rss_mb"], result["rss_start_mb"], result["rss_end_mb"], ...  # plus what the work returned
-
-The work is a real function, named ``"package.module:function"``; it takes
-JSON-able keyword arguments and returns a JSON-able dict. The child process
-(``python -m utils.system.peak_memory``) records its resident memory before importing
-the work, runs it, and reports its own peak resident memory from the kernel's
-high-water mark ``VmHWM`` in ``/proc/self/status``. Why a fresh process and
-VmHWM: peak memory only grows, so one process cannot measure two pipelines; and
-``resource.getrusage(...).ru_maxrss`` of a child includes the parent's resident
-memory at fork time (it survives ``exec``), which made a small model look as
-big as the notebook that measured it. Where VmHWM does not exist (not Linux),
-ru_maxrss is the fallback.
-
-Only the standard library is imported here, so the probe runs in the main
-environment and in the IPEX-LLM one (which has no OpenVINO) alike.
+Peak memory only grows, so one process cannot measure two pipelines; the child reports the kernel's ``VmHWM`` because
+a child's ``ru_maxrss`` includes the parent's RSS at fork time (it survives exec), which made a small model look as big
+as the notebook. Standard library only, so it also runs in the IPEX-LLM environment.
 """
 from __future__ import annotations
 
@@ -78,11 +65,7 @@ def run_work(work: str, arguments: dict) -> dict:
 
 def measure_in_fresh_process(work: str, arguments: dict, *, python: Path | str | None = None,
                              timeout: float = 900) -> dict:
-    """Run `work` in a new ``python -m utils.system.peak_memory`` process; return its dict with the memory figures.
-
-    python: the interpreter (default: this one). Raises RuntimeError with the
-    child's error output if it fails.
-    """
+    """Run `work` in a new ``python -m utils.system.peak_memory`` process; return its dict plus memory figures (MB)."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     completed = subprocess.run([str(python or sys.executable), "-m", "utils.system.peak_memory", work,

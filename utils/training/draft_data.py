@@ -1,13 +1,6 @@
 """Stage 1 of notebook 06's draft: the main writes its own training data, plus its top-k next-token choices.
 
-The samples come from the scaffold (`utils.training.scaffold.write_samples`: prompts the main
-writes after its chat template's user tag, answered greedily and by sampling, the benchmark
-prompts held out). For distillation, a teacher-forced pass of the main's OpenVINO model
-stores its top-k next-token probabilities at every position (`teacher_top_k`).
-
-Order of use: `prepare_training_data(settings, main)` builds (or reuses) the data folder of
-`utils.training.draft_settings.draft_folders`; `load_training_data` reads it for
-`utils.training.draft_train`.
+`prepare_training_data(settings, main)` builds or reuses the data folder; `load_training_data` reads it.
 """
 from __future__ import annotations
 
@@ -34,14 +27,8 @@ TEACHER_FILE = "teacher_topk.npz"
 
 def teacher_top_k(main_ov_dir: Path, samples: Sequence[Sample], top_k: int, device: str = "CPU",
                   show_progress: bool = True, batch_tokens: int = 2048) -> tuple[Any, Any, float]:
-    """The main model's top-k next-token ids and log-probabilities at every position of every sample.
-
-    One teacher-forced pass of the main model's OpenVINO IR per batch of
-    sequences (a prefill computes the logits at every position at once).
-    Returns (ids int32 [positions, k], log-probs float16 [positions, k], seconds),
-    positions concatenated in sample order (sample i's position j predicts its token j + 1;
-    the last position of each sample is included and predicts nothing).
-    """
+    """The main's top-k next-token ids (int32) and log-probs (float16), [positions, k] each, and the seconds taken.
+    Positions are concatenated in sample order; each sample's last position is included and predicts nothing."""
     import numpy as np
     import openvino as ov
     import torch

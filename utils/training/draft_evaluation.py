@@ -1,8 +1,5 @@
-"""Stage 4 of notebook 06's draft: measured next to its main model.
-
-`measure_draft_step_times` times the main and the drafts interleaved (the cost ratio c), `measure_speculation`
-runs plain against speculative decoding for each K (speed-up per repeat, acceptance a), and `speedup_verdicts`
-says what the speed-ups mean beside the formula.
+"""Stage 4 of notebook 06's draft, measured next to its main: `measure_draft_step_times` (cost ratio c),
+`measure_speculation` (speed-up and acceptance a per K), `speedup_verdicts` (the speed-ups beside the formula).
 """
 from __future__ import annotations
 
@@ -17,13 +14,8 @@ from utils.training.scaffold import TrainingError
 def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: str = "CPU",
                              token_counts: Sequence[int] = (1,), context_tokens: int = 128, repeats: int = 15,
                              precision: str = "f32") -> tuple[list[Any], dict[str, Any]]:
-    """Main-model step times for `token_counts` and each draft's one-token step, all interleaved.
-
-    Like `utils.decoding.step_timing.measure_pair_step_times`, with several drafts
-    timed in the same rounds, so that their cost ratios (draft step / main
-    one-token step) see the same background load and can be compared.
-    Returns (main StepTimes, {name: draft StepTime}).
-    """
+    """Main-model step times for `token_counts` and each draft's one-token step: (main StepTimes, {name: StepTime}).
+    All are timed in the same interleaved rounds, so the drafts' cost ratios see the same background load."""
     from utils.decoding.step_timing import StepTimer, step_times_from_samples, time_interleaved
 
     counts = sorted(set(int(count) for count in token_counts) | {1})
@@ -37,12 +29,8 @@ def measure_draft_step_times(main_dir: Path, drafts: dict[str, Path], device: st
 
 
 def speedup_verdicts(theory: Sequence[dict], rows: Sequence[dict], noise: float = 0.15) -> list[str]:
-    """One sentence per K: the measured speed-up (median [min-max] over repeats), the one verdict rule
-    (`utils.decoding.decoding_metrics.verdict`), and whether the formula backs it.
-
-    theory: rows of `theory_rows` ("K", "a_K", "with_verification_cost"); rows: `measure_speculation`'s. A median
-    more than `noise` away from the prediction is flagged: timing noise is the likelier explanation.
-    """
+    """One sentence per K: the measured speed-up, its verdict, and whether the formula backs it.
+    A median more than `noise` off the prediction (`theory_rows`' rows) is flagged as likely timing noise."""
     from utils.decoding.decoding_metrics import speedup_text, verdict
 
     measured_by_k = {row["K"]: row for row in rows}
@@ -62,16 +50,8 @@ def speedup_verdicts(theory: Sequence[dict], rows: Sequence[dict], noise: float 
 def measure_speculation(main_dir: Path, draft_dir: Path, prompts: Sequence[Any], draft_lengths: Sequence[int],
                         device: str = "CPU", max_new_tokens: int = 64, repeats: int = 2, precision: str = "f32",
                         progress: Callable[[str], None] | None = None) -> tuple[list[dict], list]:
-    """Plain vs speculative decoding with the draft for each K, on the same prompts, interleaved.
-
-    Returns one row per K - the speed-up (total plain time / total speculative time over the prompts whose token
-    counts matched plain decoding) per repeat ("repeat_speedups") and its median ("speedup"), the per-token
-    acceptance `a`
-    explaining its tokens per main pass ("per_token_acceptance"), the acceptance
-    rate from GenAI's counters (both pooled over prompts, `utils.decoding.decoding_metrics`),
-    and how many prompts gave output identical to plain decoding - in the shape `utils.decoding.speedup_model.theory_rows` takes ("value" = K),
-    and the compared records.
-    """
+    """Plain vs speculative decoding for each K, interleaved: (rows per K in `theory_rows`' shape, records).
+    Speed-ups count only prompts whose token counts matched plain. Raises TrainingError unless each K is an int >= 1."""
     from utils.decoding.decoding_metrics import per_token_acceptance as per_token_acceptance_for
     from utils.decoding.generation import DecodingSettings, compare_with_plain, measure_side_by_side
     from utils.decoding.generation_reports import repeat_speedups, summarise

@@ -1,7 +1,5 @@
-"""Stage 3 of notebook 06's draft: `optimum-cli export openvino`, then the output layer trimmed to the trained tokens.
-
-`prepare_exported_draft(settings, main)` exports the trained draft and trims the export (`trim_output_layer`); the
-trimmed folder is the draft to use.
+"""Stage 3 of notebook 06's draft: `prepare_exported_draft` runs `optimum-cli export openvino`, then trims the
+output layer to the trained tokens (`trim_output_layer`); the trimmed folder is the draft to use.
 """
 from __future__ import annotations
 
@@ -17,14 +15,7 @@ from utils.training.scaffold import MainModel, TrainingError, as_main_model, req
 
 def trim_output_layer(source_dir: Path, destination: Path, keep_token_ids: Sequence[int], recipe: dict) -> Path:
     """Copy an exported draft, its output layer computing only `keep_token_ids` (others get logit -1e4).
-
-    The graph edit is `utils.models.output_layer.trim_output_layer_graph`: tokens the
-    training data never used cannot be predicted well anyway, so the layer is
-    cut to the used ones and a Gather spreads their logits back over the full
-    vocabulary (the draft still speaks the main model's token ids):
-
-        logits = MatMul(hidden, E^T)  ->  Gather(Pad(MatMul(hidden, E[keep]^T), -1e4), position of each token)
-    """
+    A Gather spreads the kept logits back over the full vocabulary, so the draft still speaks the main's token ids."""
     import shutil
 
     import openvino as ov

@@ -1,8 +1,6 @@
-"""Stage 2a of notebook 06's draft: a small Llama that speaks the main model's tokens.
+"""Stage 2a of notebook 06's draft: a small Llama with the main's vocabulary, special tokens and rope.
 
-It keeps the main's vocabulary, special tokens and rope (`draft_config`) and starts from the main's embeddings
-projected onto their strongest directions (`projected_embeddings`). Training runs over the tokens the data uses
-only (`VocabularySubset`, a compact draft, `build_draft`); `expand_vocabulary` puts the trained rows back.
+It starts from the main's projected embeddings and trains over the data's tokens only (`expand_vocabulary` after).
 """
 from __future__ import annotations
 
@@ -17,12 +15,8 @@ if TYPE_CHECKING:
 
 
 def projected_embeddings(main_embeddings: Any, hidden_size: int) -> Any:
-    """The main's embedding matrix [vocab, d] projected onto its `hidden_size` main directions [vocab, hidden].
-
-    The projection keeps the top right-singular vectors of the matrix, so dot
-    products between rows (what a tied output layer computes) are preserved as
-    well as a `hidden_size`-wide matrix can. With hidden_size == d it is a copy.
-    """
+    """The main's embeddings [vocab, d] projected onto their top `hidden_size` right-singular vectors.
+    This best preserves dot products between rows (what a tied output layer computes); hidden_size == d copies."""
     import torch
 
     embeddings = main_embeddings.detach().float()
@@ -39,11 +33,8 @@ def projected_embeddings(main_embeddings: Any, hidden_size: int) -> Any:
 
 @dataclass
 class VocabularySubset:
-    """The tokens the training data uses; the draft trains with a softmax over these only.
-
-    `global_ids` (sorted) maps local index -> token id; `local_index` maps token
-    id -> local index, or -1 for tokens outside the subset.
-    """
+    """The tokens the data uses (the compact draft's softmax covers only these).
+    `global_ids` (sorted) maps local index -> token id; `local_index` token id -> local index, -1 outside."""
 
     global_ids: Any  # int64 tensor [subset]
     local_index: Any  # int64 tensor [vocab]
@@ -102,7 +93,7 @@ def draft_config(main_config: Any, settings: DraftTrainingSettings, vocab_size: 
     from transformers import LlamaConfig
 
     rope = getattr(main_config, "rope_parameters", None) or {"rope_type": "default", "rope_theta": 100000.0}
-    # transformers 5 declares the config's fields under @strict, which mypy does not see as __init__ arguments
+    # transformers 5 declares the fields under @strict; mypy does not see them as __init__ arguments
     return LlamaConfig(  # type: ignore[call-arg]
         vocab_size=vocab_size or main_config.vocab_size, hidden_size=settings.hidden_size,
         intermediate_size=settings.intermediate_size, num_hidden_layers=settings.layers,
@@ -117,11 +108,8 @@ def draft_config(main_config: Any, settings: DraftTrainingSettings, vocab_size: 
 
 def build_draft(main_config: Any, initial_embeddings: Any, settings: DraftTrainingSettings,
                 subset: VocabularySubset | None = None) -> Any:
-    """A new Llama draft whose tied embeddings start from `initial_embeddings` (rows of `subset` only, if given).
-
-    With a subset the draft is *compact*: its vocabulary is the subset, its
-    token ids are the subset's local indices (see `expand_vocabulary`).
-    """
+    """A new Llama draft whose tied embeddings start from `initial_embeddings`.
+    With `subset` it is compact: only the subset's rows, token ids are local indices (see `expand_vocabulary`)."""
     import torch
     from transformers import LlamaForCausalLM
 
@@ -132,7 +120,7 @@ def build_draft(main_config: Any, initial_embeddings: Any, settings: DraftTraini
     torch.manual_seed(settings.seed)
     draft = LlamaForCausalLM(draft_config(main_config, settings, vocab_size=rows.shape[0]))
     with torch.no_grad():
-        # torch types a module's attribute as Tensor | Module, so .copy_ on .weight looks uncallable
+        # torch types .weight as Tensor | Module, so mypy sees .copy_ as uncallable
         draft.get_input_embeddings().weight.copy_(rows)  # type: ignore[operator]
         draft.model.norm.weight.fill_(settings.final_norm_init)
     draft.tie_weights()
@@ -145,10 +133,7 @@ def build_draft(main_config: Any, initial_embeddings: Any, settings: DraftTraini
 def expand_vocabulary(compact: Any, subset: VocabularySubset, initial_embeddings: Any, main_config: Any,
                       settings: DraftTrainingSettings) -> Any:
     """The compact draft as a full-vocabulary model: trained rows go back to their token ids.
-
-    Tokens the data never used keep their initial (projected) embedding,
-    scaled by `settings.unused_token_scale` so that they rarely win the draft's argmax.
-    """
+    Unused tokens keep their projected embedding x `settings.unused_token_scale`, so they rarely win the argmax."""
     from transformers import LlamaForCausalLM
 
     full = LlamaForCausalLM(draft_config(main_config, settings, vocab_size=subset.vocab_size))

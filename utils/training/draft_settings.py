@@ -1,15 +1,6 @@
-"""Notebook 06's draft model on the training scaffold: its settings, presets and folders.
+"""Notebook 06's draft (FastDraft in miniature, arXiv:2411.11055) on the training scaffold: settings and folders.
 
-A draft is trained for one main model (FastDraft in miniature, arXiv:2411.11055) in
-four stages, each cached in its own folder (`utils.training.scaffold`):
-
-1. `utils.training.draft_data` - the main writes its own training data and its top-k choices (OpenVINO GenAI);
-2. `utils.training.draft_model` (the architecture) and `utils.training.draft_train` (training it in torch);
-3. `utils.training.draft_export` - `optimum-cli export openvino`, then the output layer trimmed;
-4. `utils.training.draft_evaluation` - the trained draft measured against plain decoding.
-
-Start with `main_folders(pair)` and `DraftTrainingSettings.preset("quick")`;
-`draft_folders(settings, main)` says where each stage's result lives.
+Start with `DraftTrainingSettings.preset("quick")`; `draft_folders` says where each stage's result lives.
 """
 from __future__ import annotations
 
@@ -25,12 +16,7 @@ from utils.training.scaffold import MainModel, TrainingError, TrainingSettings
 @dataclass(frozen=True)
 class DraftTrainingSettings(TrainingSettings):
     """Everything that decides what draft comes out (and so the folders' recipes).
-
-    Data (`TrainingSettings`): `prompts` prompts the main writes, each answered greedily and `sampled_answers`
-    times by sampling; `teacher_top_k` of the main's next-token probabilities kept per position (0 = no
-    distillation). Draft: a Llama model `hidden_size` wide with `layers` layers. Training: `epochs` passes over
-    the data, `batch_size` sequences per step, loss = `distill_weight` x distillation + (1 - it) x cross-entropy.
-    """
+    `teacher_top_k`: main probabilities kept per position (0: no distillation), weighted by `distill_weight`."""
 
     DATA_KEYS: ClassVar[tuple[str, ...]] = (*TrainingSettings.DATA_KEYS, "teacher_top_k")
     prompts: int = 80
@@ -75,11 +61,11 @@ class DraftTrainingSettings(TrainingSettings):
 
 
 DraftTrainingSettings.PRESETS = {
-    # minutes on 2 cores: ~18k tokens of data, many epochs over them; shows the recipe end to end
+    # minutes on 2 cores: little data, many epochs; shows the recipe end to end
     "quick": DraftTrainingSettings(),
-    # about half an hour on 2 cores: ~20x the data, ~10x the training tokens
+    # ~20x the data, ~10x the training tokens
     "full": DraftTrainingSettings(name="full", prompts=1600, epochs=6.0),
-    # about two minutes: the test command's run size (SPECDEC_RUN_SIZE=quick); checks the code, not the draft
+    # the test command's run size (SPECDEC_RUN_SIZE=quick): checks the code, not the draft
     "tiny": DraftTrainingSettings(name="tiny", prompts=24, answer_max_tokens=64, epochs=4.0),
 }
 

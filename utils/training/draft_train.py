@@ -1,9 +1,6 @@
 """Stage 2b of notebook 06's draft: distillation training in torch on the main-written data.
 
-`prepare_trained_draft(settings, main)` builds the draft (`draft_model`), trains it for the preset's epochs
-(`train_draft`: cross-entropy on the main's tokens mixed with distillation on its top-k, `draft_loss`, over
-length-bucketed batches, `draft_batch`), expands it to the full vocabulary and saves it with its `TrainingHistory`;
-`greedy_agreement` on held-out answers estimates the acceptance `a`.
+`prepare_trained_draft(settings, main)` trains, expands and saves the draft; `greedy_agreement` estimates `a`.
 """
 from __future__ import annotations
 
@@ -92,11 +89,8 @@ def draft_batch(data: TrainingData, indices: Sequence[int], subset: VocabularySu
 
 
 def draft_loss(model: Any, batch: TrainingBatch, distill_weight: float) -> tuple[Any, dict]:
-    """(1 - w) * cross-entropy on the main's tokens + w * distillation on the main's top-k probabilities.
-
-    The distillation target is the main's top-k distribution, renormalised over
-    the tokens of the draft's (possibly restricted) vocabulary.
-    """
+    """(1 - w) x cross-entropy on the main's tokens + w x distillation on its top-k; returns (loss, parts).
+    The teacher's top-k is renormalised over the draft's (possibly restricted) vocabulary."""
     import torch
 
     hidden = model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
@@ -141,12 +135,8 @@ def length_bucketed_batches(data: TrainingData, indices: Sequence[int], batch_si
 
 def greedy_agreement(model: Any, data: TrainingData, indices: Sequence[int], subset: VocabularySubset,
                      batch_size: int = 16) -> float:
-    """Share of the main's greedy answer tokens that the draft's top token predicts (teacher-forced).
-
-    On held-out greedy answers this estimates the per-token acceptance `a` of
-    greedy speculative decoding. `subset` is the model's vocabulary (the data's
-    subset for a compact draft, `VocabularySubset.full` for an expanded one).
-    """
+    """Share of the main's greedy answer tokens the draft's top token predicts (teacher-forced).
+    On held-out answers it estimates `a`. `subset`: the model's vocabulary (`VocabularySubset.full` once expanded)."""
     import torch
 
     greedy = [i for i in indices if data.samples[i].kind == "greedy"]
@@ -172,8 +162,7 @@ def train_draft(draft: Any, data: TrainingData, subset: VocabularySubset, settin
                 held_out: Sequence[int] = (), train: Sequence[int] | None = None, evaluations: int = 8,
                 show_progress: bool = True,
                 on_evaluation: Callable[[TrainingHistory], None] | None = None) -> TrainingHistory:
-    """Train the (compact) `draft` in place for `settings.epochs` passes over `train` (default: every sample not
-    held out); the held-out agreement is evaluated `evaluations` times. Returns the loss curve, agreement, cost."""
+    """Train the compact `draft` in place (default `train`: every sample not held out); return its history."""
     import torch
     from tqdm.auto import tqdm
 
@@ -227,12 +216,8 @@ def train_full_draft(main_hf_dir: Path, data: TrainingData, settings: DraftTrain
                      held_out_share: float = 0.05, show_progress: bool = True,
                      on_evaluation: Callable[[TrainingHistory], None] | None = None,
                      ) -> tuple[Any, TrainingHistory, VocabularySubset]:
-    """Build the draft from the main model, train it compactly, expand it to the full vocabulary.
-
-    Returns the full-vocabulary draft (ready to save), the training history
-    (whose `final_agreement` is measured on that expanded draft) and the
-    vocabulary subset it was trained on.
-    """
+    """Build the draft from the main, train it compactly, expand it: (full draft, history, subset).
+    The history's `final_agreement` is measured on the expanded draft."""
     from safetensors import safe_open
     from transformers import AutoConfig
 
@@ -276,10 +261,7 @@ def prepare_trained_draft(settings: DraftTrainingSettings | str, main: MainModel
                           show_progress: bool = True, on_evaluation: Callable[[TrainingHistory], None] | None = None,
                           threads: int | None = None) -> Path:
     """Train (or reuse) the Hugging Face draft for `settings` and `main`; the data folder must be ready.
-
-    threads: torch CPU threads for training (None keeps torch's default, one per
-    core; on a machine shared with other busy processes, 1 can be much faster).
-    """
+    `threads`: torch CPU threads (None: one per core; on a machine shared with busy processes 1 can be much faster)."""
     settings = DraftTrainingSettings.preset(settings)
     main = as_main_model(main)
     require_complete(main.hf, "main model (Hugging Face)")

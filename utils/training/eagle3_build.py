@@ -1,13 +1,6 @@
-"""An EAGLE-3 head from start to finish, and the checks of how GenAI runs it.
+"""An EAGLE-3 head from start to finish (`prepare_eagle3_head`), and checks of how GenAI runs it.
 
-- `random_head_folder(main, draft_vocab_size, ...)` - an untrained head for any main, in the SpecForge layout
-  (for the folder format, the export, and the cost of a head before anyone trains one);
-- `prepare_eagle3_head(settings, main)` - every stage of `utils.training.eagle3_settings` in order, each reused
-  while its recipe matches; returns the exported head, ready for `openvino_genai.draft_model`;
-- `tree_mode_differences(main_dir, head_dir, prompts, ...)` - tree mode with the default KV cache and with an f32
-  one, counted against plain greedy output (the KV-cache trap);
-- `answer_chain_accuracy(head_dir, main, answers, settings)` - how well the head guesses on given answers of the main
-  (e.g. the held-out prompts' plain outputs), teacher-forced, beside its validation set.
+`tree_mode_differences` shows tree mode's KV-cache trap; `answer_chain_accuracy` scores a head on the main's answers.
 """
 from __future__ import annotations
 
@@ -35,10 +28,7 @@ class Eagle3Build:
 
 def random_head_folder(main_hf_dir: Path, folder: Path, draft_vocab_size: int, intermediate_size: int | None = None,
                        seed: int = 0) -> Path:
-    """An untrained head for the main of `main_hf_dir` (its draft vocabulary: the lowest ids), built atomically.
-
-    Untrained, it is lossless and useless: it shows the format, the export and what one head step costs.
-    """
+    """An untrained (lossless, useless) head for the main, built atomically: the folder format, export and step cost."""
     import numpy as np
     import torch
 
@@ -102,12 +92,8 @@ def prepare_eagle3_head(settings: Eagle3Settings, main: MainModel, device: str =
 
 def tree_mode_differences(main_dir: Path, head_dir: Path, prompts: Sequence[Any], max_new_tokens: int,
                           branching_factor: int = 2, tree_depth: int = 3, device: str = "CPU") -> list[dict]:
-    """Tree-mode outputs against plain greedy output, with GenAI's default KV cache and with an f32 one.
-
-    One row per KV-cache setting: how many of `prompts` (objects with `id` and `text`) gave output that differs
-    from plain greedy output under the exact f32 main, the first such prompt, and the tokens per main pass.
-    The main computes in f32 without dynamic quantisation in both; only `KV_CACHE_PRECISION` changes.
-    """
+    """Per KV-cache setting (GenAI's default, f32): prompts (`id`, `text`) whose tree-mode output differs from the
+    exact f32 main's plain greedy output, and tokens per main pass. Only `KV_CACHE_PRECISION` changes."""
     import openvino_genai
 
     from utils.decoding.decoding_metrics import tokens_per_main_pass
@@ -146,16 +132,8 @@ def tree_mode_differences(main_dir: Path, head_dir: Path, prompts: Sequence[Any]
 
 def answer_chain_accuracy(head_dir: Path, main: MainModel, answers: Sequence[tuple[str, str, Sequence[int]]],
                           settings: Eagle3Settings, device: str = "CPU") -> list[dict]:
-    """How well a trained head guesses on given answers of the main, teacher-forced, per group.
-
-    `answers`: (group, user message, the main's greedy answer ids), e.g. the plain runs of a measurement. Each
-    message is put in the main's chat template as `LLMPipeline.generate` does, the main's tapped states over
-    template + answer come from the same prefill as the training data's, and the head (from `head_dir`, a folder of
-    `prepare_eagle3_head`) is scored like the validation set (`eagle3_train.evaluate_accuracy`, answer positions):
-    the share of positions where its first 1, 2, ... drafted tokens are all right. From those shares, the tokens per
-    main pass they imply at K = 1..`settings.unroll_steps`: 1 + the sum of the first K shares (a chain of K drafts
-    yields its longest right prefix plus the main's own token).
-    """
+    """Teacher-forced chain accuracy of a head on (group, user message, main's greedy answer ids), a row per group.
+    Messages get the chat template as `LLMPipeline.generate` applies it; scored as `eagle3_train.evaluate_accuracy`."""
     import numpy as np
     import openvino_genai
     import torch
@@ -190,9 +168,8 @@ def answer_chain_accuracy(head_dir: Path, main: MainModel, answers: Sequence[tup
 
 
 def chain_accuracy_row(group: str, positions: int, shares: Sequence[float]) -> dict:
-    """One row of `answer_chain_accuracy` (also for the validation set's shares from the training record): the
-    shares of positions whose first 1, 2, ... drafted tokens are all right, and the tokens per main pass they imply
-    at each K (1 + the sum of the first K shares)."""
+    """A row of the shares of positions whose first 1, 2, ... drafts are all right, and the tokens per main pass
+    they imply at each K: 1 + the sum of the first K shares (a chain yields its right prefix plus the main's token)."""
     return ({"answers of": group, "answer positions": positions}
             | {f"first {j + 1} right": share for j, share in enumerate(shares)}
             | {f"implied tokens per main pass, K = {k}": 1 + sum(shares[:k]) for k in range(1, len(shares) + 1)})
@@ -203,12 +180,7 @@ PUBLISHED_EXPORT_ARGS = ("--task", "text-generation-with-past", "--trust-remote-
 
 def export_published_head(head_repo: str, main_repo: str, head_weight_format: str = "fp16",
                           main_weight_format: str = "int4") -> tuple[Path, Path]:
-    """Export a head published on the Hugging Face hub and the main it was trained for; return (main, head) folders.
-
-    Both go through `optimum-cli export openvino` straight from the hub (it downloads them), into atomic folders of
-    the models folder; the head's export must carry `eagle3_mode`. Without a network this fails in a few seconds
-    with what to do instead (`utils.models.model_fetch.require_reachable`), before anything is downloaded.
-    """
+    """Export a hub-published head and its main with optimum-cli (fails fast offline); return (main, head) folders."""
     from utils.models.model_fetch import huggingface_endpoint, require_reachable
     from utils.models.optimum_export import export_recipe, export_with_optimum
     from utils.paths import models_dir

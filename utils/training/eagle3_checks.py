@@ -1,11 +1,4 @@
-"""Input checks of EAGLE-3 heads and their mains: each fails in a second, saying what to do, before any long work.
-
-- `check_main` - a main whose layers GenAI can tap (>= 10 decoder layers, a config.json);
-- `check_head_folder` - a head folder in the SpecForge layout, with its tokenizer files;
-- `check_head_matches_main` - the head's `target_hidden_size`, vocabulary and tokenizer equal the main's;
-- `check_exported_head` - an OpenVINO export that carries `eagle3_mode` (else GenAI runs it as a plain draft);
-- `check_export_packages` - `einops` and `diffusers` importable (optimum-intel's head modelling file needs them).
-"""
+"""Input checks of EAGLE-3 heads and their mains: each fails in a second, saying what to do, before any long work."""
 from __future__ import annotations
 
 import hashlib

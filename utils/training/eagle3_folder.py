@@ -1,9 +1,6 @@
-"""Stage 5 of an EAGLE-3 head: its folder in the SpecForge layout, and its `optimum-cli` export.
+"""Stage 5 of an EAGLE-3 head: its folder in the SpecForge layout, written atomically, and its export.
 
-The folder holds `config.json` (architectures ["LlamaForCausalLMEagle3"], target_hidden_size, vocab_size,
-draft_vocab_size, ...), `model.safetensors` (midlayer.*, fc, norm, lm_head, d2t, t2d, embed_tokens), the main's
-tokenizer files, the recipe and the training record; it is written atomically. `export_head` runs
-`optimum-cli export openvino ... --trust-remote-code` and keeps the export only if it carries `eagle3_mode`.
+`export_head` keeps an export only if it carries `eagle3_mode` (config.json architectures: LlamaForCausalLMEagle3).
 """
 from __future__ import annotations
 
@@ -66,8 +63,7 @@ def state_dict_for_folder(head: Eagle3Head, include_embedding: bool = True) -> d
 
 def save_head_folder(head: Eagle3Head, main_hf_dir: Path, folder: Path, recipe: dict, training: dict | None = None,
                      include_embedding: bool = False) -> Path:
-    """Write the head's folder atomically: config, weights, the main's tokenizer files, the recipe, and what its
-    training measured (`training`, kept in `TRAINING_FILE` so that a reused head still shows its curves)."""
+    """Write the head's folder atomically; `training` is kept so that a reused head still shows its curves."""
     from safetensors.torch import save_file
 
     main_config = json.loads((Path(main_hf_dir) / "config.json").read_text(encoding="utf-8"))
@@ -107,11 +103,7 @@ EXPORT_EXTRA_ARGS = ("--trust-remote-code",)
 
 
 def export_head(head_dir: Path, output_dir: Path, weight_format: str = "fp16") -> Path:
-    """`optimum-cli export openvino` of a head folder into `output_dir`, atomically; reused while up to date.
-
-    Checked before (`eagle3_checks.check_head_folder`) and after (`require_eagle3_mode`, on the temporary folder).
-    Prints the command it runs (or, reusing the folder, the command that made it).
-    """
+    """`optimum-cli export openvino` of a head folder, atomically, checked for `eagle3_mode`; reused if up to date."""
     from utils.models.atomic_folder import is_up_to_date
     from utils.models.optimum_export import export_recipe, export_with_optimum
     from utils.training.eagle3_checks import check_export_packages, check_head_folder, require_eagle3_mode

@@ -1,9 +1,7 @@
-"""Stage 4a of an EAGLE-3 head: one Llama decoder layer over the main's fused hidden state and the next token.
+"""Stage 4a of an EAGLE-3 head: one Llama decoder layer (SpecForge names) over the main's fused state and next token.
 
-At position t the head reads the main's three tapped states fused by `fc` and the embedding of token t + 1 (each
-RMS-normalised, concatenated: q/k/v are 2 x hidden wide) and predicts token t + 2 over the draft vocabulary; to draft
-further it feeds its own output state back (the chain `num_assistant_tokens` runs). Parameter names follow the
-SpecForge layout optimum-intel exports. torch is imported at the top: import this module only where torch is.
+At t it reads `fc` of the three tapped states and token t + 1's embedding (RMS-normalised, concatenated: q/k/v are
+2 x hidden wide), predicts token t + 2 and feeds its own output back to draft further. Imports torch at the top.
 """
 from __future__ import annotations
 
@@ -156,14 +154,9 @@ class Eagle3Head(nn.Module):
         return q, k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
 
     def unrolled_logits(self, fused: torch.Tensor, next_tokens: torch.Tensor, steps: int) -> list[torch.Tensor]:
-        """Draft logits of every unroll step, in parallel over all positions (training-time test).
-
-        `fused` [B, T, 3 x target_hidden]: the main's tapped states at t; `next_tokens` [B, T + steps - 1]:
-        token t + 1 + j is the input of step j at position t. Step j at position t stands for the chain's
-        j-th drafted token after t: its query (rope position t + j) sees step 0's keys at positions <= t
-        and the keys of steps 1..j at the same t (the chain's own earlier drafts), exactly as the
-        chain does at inference. Returns `steps` tensors [B, T, draft_vocab].
-        """
+        """Logits ([B, T, draft_vocab]) of every unroll step, in parallel: token t + 1 + j is step j's input at t.
+        Step j's query (rope position t + j) sees step 0's keys at positions <= t and steps 1..j's keys at t, as the
+        chain does at inference. `fused`: [B, T, 3 x target_hidden]; `next_tokens`: [B, T + steps - 1]."""
         batch, length, _ = fused.shape
         if next_tokens.shape[1] < length + steps - 1:
             raise TrainingError(f"next_tokens needs {length + steps - 1} columns for {steps} steps over {length} "

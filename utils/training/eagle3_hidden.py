@@ -1,15 +1,7 @@
-"""Stage 2 of an EAGLE-3 head: what it reads - the main's hidden states at three tapped layers - and its labels.
+"""Stage 2 of an EAGLE-3 head: the main's hidden states at the layers GenAI taps, and the labels.
 
-OpenVINO GenAI taps the main's decoder layers {2, N/2, N-3} (N layers, at
-least 10): the output of each layer's MLP residual add, which is Hugging
-Face's `hidden_states[i + 1]` (index 0 is the embedding output). The three are
-concatenated (3 x hidden) and the head's `fc` fuses them. Here they come from a
-prefill of the main's own OpenVINO model with those three nodes added as
-outputs (`tapped_model`, found as GenAI finds them), compiled as the exact f32
-main that the head will serve; they are stored as float16.
-
-The label at each position is the main's own greedy choice there (the argmax of
-its logits), not the text's next token: what the exact main will accept.
+GenAI taps the MLP residual adds of decoder layers (2, N/2, N-3), HF's `hidden_states[i + 1]`; here from a prefill
+of the exact f32 main with them as extra outputs. Labels: the main's greedy choices (what it accepts), not the text.
 """
 from __future__ import annotations
 

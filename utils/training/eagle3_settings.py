@@ -1,16 +1,6 @@
-"""Notebook 08's EAGLE-3 head on the training scaffold: its settings, presets, folders and recipes.
+"""Notebook 08's EAGLE-3 head on the training scaffold: settings, presets, folders and recipes.
 
-A head is trained for one main model in stages, each cached in its own folder
-(`utils.training.scaffold`), the way notebook 06's draft is. In the order of use:
-
-1. the main writes prompts and greedy answers (`utils.training.scaffold.write_samples`);
-2. `utils.training.eagle3_hidden` - the main's three tapped hidden states and greedy choices (an OpenVINO prefill);
-3. `utils.training.eagle3_vocab` - the draft vocabulary and its maps `d2t` / `t2d`;
-4. `utils.training.eagle3_head` (the head) and `utils.training.eagle3_train` (the training-time unroll);
-5. `utils.training.eagle3_folder` - the SpecForge-layout folder and its `optimum-cli` export (`eagle3_mode`);
-6. `utils.training.eagle3_build` - all of the above in one call, and the tree-mode KV-cache check.
-
-`utils.training.eagle3_checks` holds the input checks that run before any of it.
+`eagle3_build.prepare_eagle3_head` runs its stages: data, tapped states, vocabulary, training, folder, export.
 """
 from __future__ import annotations
 
@@ -21,22 +11,15 @@ from utils.input_checks import as_integer
 from utils.paths import models_dir
 from utils.training.scaffold import MainModel, TrainingError, TrainingSettings, stage_recipe
 
-# The code that trains and saves a head (reading the tapped states, the vocabulary, the head, its folder); not the
-# build's order of stages, its checks or its tree-mode runs, whose edits leave a trained head as it is.
+# The code a trained head depends on (not the build's stage order, checks or tree-mode runs).
 HEAD_CODE = ("utils.training.eagle3_head", "utils.training.eagle3_train", "utils.training.eagle3_vocab",
              "utils.training.eagle3_hidden", "utils.training.eagle3_folder")
 
 
 @dataclass(frozen=True)
 class Eagle3Settings(TrainingSettings):
-    """Everything that decides which head comes out.
-
-    Data (`TrainingSettings`): `prompts` prompts the main writes, each answered greedily. Head: one decoder
-    layer with an `intermediate_size` MLP and a `draft_vocab_size` output layer. Training: `unroll_steps`
-    training-time-test steps weighted `step_weight ** j`, `epochs` passes over batches of `batch_tokens`
-    positions from sequences cut to `sequence_length`, AdamW at `learning_rate` after `warmup_steps`; with
-    `answers_only` the loss counts the answers' positions only. `weight_format`: of the exported head.
-    """
+    """Everything that decides which head comes out; `step_weight ** j` weighs unroll step j's loss.
+    With `answers_only` only answer positions carry loss; `weight_format` is the exported head's."""
 
     prompt_max_tokens: int = 40
     learning_rate: float = 1.5e-3
@@ -63,10 +46,9 @@ class Eagle3Settings(TrainingSettings):
 
 
 Eagle3Settings.PRESETS = {
-    # every stage in a few minutes on 2 cores (the test command's quick run): it must run and stay lossless
+    # the test command's quick run: every stage must run and stay lossless
     "quick": Eagle3Settings(),
-    # the notebook's reference run: about 100 times the data, longer answers, three epochs (about a quarter of an
-    # hour of training on 2 cores). int8 weights for a cheaper draft step (the main decides every token)
+    # the notebook's reference run: ~100x the data; int8 for a cheaper draft step (the main decides every token)
     "reference": Eagle3Settings(name="reference", prompts=3000, answer_max_tokens=128, concurrent_sequences=64,
                                 epochs=3.0, weight_format="int8"),
 }
@@ -97,7 +79,6 @@ def hidden_recipe(settings: Eagle3Settings, main_ov_dir: Path, data_dir: Path) -
 
 
 def head_recipe(settings: Eagle3Settings, hidden_dir: Path, main_hf_dir: Path) -> dict:
-    """What the trained head depends on: the tapped states, the main's weights, every setting but the export's
-    weight format (its own folder's recipe) and the preset's name (a label), torch, and the head's code."""
+    """What the trained head depends on: its inputs, torch, its code, every setting but `weight_format` and `name`."""
     trained_by = {key: value for key, value in settings.as_dict().items() if key not in ("weight_format", "name")}
     return stage_recipe("eagle3-head", trained_by, [hidden_dir, main_hf_dir], ("torch",), HEAD_CODE)

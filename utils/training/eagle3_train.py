@@ -1,16 +1,7 @@
-"""Stage 4 of an EAGLE-3 head: training it with a training-time unroll ("training-time test", EAGLE-3).
+"""Stage 4 of an EAGLE-3 head: training with a training-time unroll ("training-time test", EAGLE-3).
 
-At inference the head drafts a chain: its second guess reads its own first
-output, not the main's hidden state. Trained only on the main's states
-(step 0), it would never see its own outputs and its later guesses would be
-poor. So every batch is unrolled `unroll_steps` times in parallel
-(`Eagle3Head.unrolled_logits`): step j predicts the main's greedy token j + 2
-places ahead from the step-(j-1) outputs, and the loss is
-sum_j step_weight**j x cross-entropy_j.
-
-Labels are the main's own greedy choices (`utils.training.eagle3_hidden`), mapped into the
-draft vocabulary; positions whose choice lies outside it carry no loss (the
-head cannot propose them) but count as misses in the accuracies.
+The head's later guesses read its own earlier outputs, so each batch is unrolled `unroll_steps` times; loss =
+sum_j step_weight**j x CE_j. Labels outside the draft vocabulary carry no loss but count as misses.
 """
 from __future__ import annotations
 
@@ -106,11 +97,8 @@ def split_samples(count: int, validation_share: float, seed: int) -> tuple[list[
 @torch.no_grad()
 def evaluate_accuracy(head: Eagle3Head, data: TappedData, samples: list[int], settings: Eagle3Settings,
                       target_to_draft: Any) -> dict:
-    """Top-1 accuracy per unroll step on `samples`: all positions, and answer positions only.
-
-    Step j's accuracy counts step j right only where steps 0..j-1 were right too (a chain's j-th draft
-    is only used if the earlier ones were accepted): the share of chains that reach j + 1 tokens.
-    """
+    """Top-1 accuracy per unroll step on `samples`, over all positions and answer positions only.
+    Step j counts only where steps 0..j-1 were right too: the share of chains that reach j + 1 tokens."""
     head.eval()
     steps = settings.unroll_steps
     right_all = [0] * steps
@@ -152,11 +140,7 @@ def init_from_main(head: Eagle3Head, embedding: torch.Tensor, vocab: DraftVocabu
 
 def train_head(head: Eagle3Head, data: TappedData, vocab: DraftVocabulary, settings: Eagle3Settings,
                show_progress: bool = True) -> TrainingHistory:
-    """Train `head` on `data` for `settings.epochs` passes; return the history.
-
-    AdamW, linear warm-up then cosine decay over the set number of steps. The validation accuracies are measured
-    after every epoch and at the end.
-    """
+    """Train `head` for `settings.epochs` passes; validation accuracies after every epoch and at the end."""
     from tqdm.auto import tqdm
 
     torch.manual_seed(settings.seed)
@@ -221,11 +205,8 @@ def end_token_ids(main_hf_dir: Path, main_config: dict) -> list[int]:
 
 def train_and_save_head(settings: Eagle3Settings, main: MainModel, folders: Eagle3Folders, recipe: dict,
                         show_progress: bool = True) -> dict:
-    """The training stage: a head on the tapped states of `folders.hidden`, saved to `folders.head` under `recipe`.
-
-    The draft vocabulary keeps every end-of-turn id; `lm_head` starts from the main's output rows (its own untied
-    output layer where it has one, else the embedding). Returns the training record.
-    """
+    """Train a head on `folders.hidden` and save it to `folders.head`; return the training record.
+    Keeps every end-of-turn id; `lm_head` starts from the main's output rows (untied lm_head, else the embedding)."""
     from utils.training.eagle3_checks import check_main
     from utils.training.eagle3_folder import save_head_folder
     from utils.training.eagle3_head import load_main_embedding, load_main_output_layer, shape_from_main_config

@@ -1,13 +1,6 @@
-"""Stage 3 of an EAGLE-3 head: the draft vocabulary - the target ids the main writes most often - and its maps.
+"""Stage 3 of an EAGLE-3 head: the draft vocabulary (the main's most frequent greedy targets) and its maps.
 
-A head's output layer covers only `draft_vocab_size` of the main's tokens (the
-main's greedy targets, most frequent first), which is what makes it cheap: for
-SmolLM2's 49,152-token vocabulary, 4,096 rows in the presets. The folder stores the mapping the way SpecForge
-and OpenVINO GenAI read it:
-
-- `d2t` (int64, one per draft id): target id = draft id + d2t[draft id];
-- `t2d` (bool, one per target id): whether a target id is in the draft vocabulary
-  (written for SpecForge's layout; GenAI does not read it).
+Few output rows make a head cheap. `d2t`/`t2d` follow SpecForge's layout; GenAI reads only `d2t`.
 """
 from __future__ import annotations
 
@@ -55,11 +48,8 @@ class DraftVocabulary:
 
 def draft_vocabulary(targets: Iterable[int] | Any, size: int, vocab_size: int,
                      always_keep: Iterable[int] = ()) -> DraftVocabulary:
-    """The `size` most frequent ids among `targets` (ties: lower id first), plus `always_keep`.
-
-    If fewer distinct ids occur than `size`, the rest is filled with the lowest unused ids, so the
-    output layer always has exactly `size` rows (the config's `draft_vocab_size`).
-    """
+    """The `size` most frequent ids among `targets` (ties: lower id first) plus `always_keep`, padded with the
+    lowest unused ids so the output layer has exactly `size` rows."""
     import numpy as np
 
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:

@@ -1,24 +1,8 @@
 """The training scaffold both home-made drafts share: notebook 06's draft model and notebook 08's EAGLE-3 head.
 
-Each is trained for one main model (`MainModel`) in stages, each cached in its own
-folder under `models_dir()`, built atomically and reused while its *recipe* matches.
-A recipe (`stage_recipe`) holds the settings that decide the stage, the recipes of
-the folders it reads, the package versions, and a fingerprint of the code that
-builds it (`code_fingerprint`): change that code and the folder is rebuilt.
-Training stops after a set number of epochs, never on the clock, so one recipe
-names one model. What the two share, in the order of use:
-
-- settings: `TrainingSettings.preset(name)` (the subclasses `DraftTrainingSettings`, `Eagle3Settings`);
-- the main: `main_folders(pair)` or `MainModel(openvino_dir, hf_dir)`; `require_complete`;
-- driving the main in batches: generation on the continuous-batching pipeline (`data_pipeline`,
-  `generation_config`, `run_batched`) and padded teacher-forced prefills (`length_batches`, `padded_prefills`);
-- stage 1, data: `write_samples(settings, main, folder)` - the main writes prompts (most started by a task
-  opener) and answers them, on OpenVINO GenAI's continuous batching; `load_samples`, `load_stats` read it;
-- training: `training_steps` (epochs times batches, rounded up), `TrainingHistory` and `learning_rate` (warm-up, then
-  cosine decay over the set steps).
-
-Why one module: it is the one contract both drafts are built by, read in the order of use; every stage's recipe
-hashes it (`SCAFFOLD_CODE`), so an edit anywhere in it rebuilds every stage: edit it rarely.
+Each stage is a folder under `models_dir()`, built atomically and reused while its recipe (`stage_recipe`: settings,
+input recipes, package versions, a hash of the building code) matches. Training stops after set epochs, never on
+the clock. Why one module: every recipe hashes it (`SCAFFOLD_CODE`), so a code edit here rebuilds every stage.
 """
 from __future__ import annotations
 
@@ -115,15 +99,14 @@ class TrainingSettings:
 
 
 def require_complete(folder: Path, role: str, what_to_do: str = PREPARE_THE_MAIN) -> None:
-    """Raise a TrainingError, saying `what_to_do`, unless `folder` is a finished folder (`utils.models.atomic_folder`)."""
+    """Raise a TrainingError, saying `what_to_do`, unless `folder` is a finished atomic folder."""
     if not is_complete(Path(folder)):
         raise TrainingError(f"The {role} folder {folder} is missing or incomplete; {what_to_do}.")
 
 
 @dataclass(frozen=True)
 class MainModel:
-    """The main model a draft is trained for: its OpenVINO folder (writes the data, serves the pair), its Hugging
-    Face folder (config, embeddings, tokenizer files), and its name for tables."""
+    """The main a draft is trained for: its OpenVINO folder, its Hugging Face folder, a label for tables."""
 
     openvino: Path
     hf: Path
@@ -131,13 +114,12 @@ class MainModel:
 
     @property
     def stem(self) -> str:
-        """Its Hugging Face folder's name without "-hf" and "-instruct" ("smollm2-135m-instruct-hf" -> "smollm2-135m")."""
+        """Its Hugging Face folder's name without the "-hf" and "-instruct" suffixes."""
         return self.hf.name.removesuffix("-hf").removesuffix("-instruct")
 
 
 def main_folders(pair_name: str = "offline") -> MainModel:
-    """The main model of a catalogue pair, its folders checked: only a main with a Hugging Face folder
-    (`hf_folder_name` in `utils.models.model_catalogue`) qualifies, here the offline pair's SmolLM2-135M."""
+    """The checked folders of a catalogue pair's main; only a main with a Hugging Face folder qualifies."""
     from utils.models.model_catalogue import get_pair
 
     try:
@@ -162,8 +144,7 @@ def as_main_model(main: MainModel | str) -> MainModel:
 
 
 def copy_tokenizer_files(main_hf_dir: Path, folder: Path) -> list[str]:
-    """Copy the main's tokenizer files into `folder` (keeping files it has); raise if the main lacks
-    tokenizer.json or its config."""
+    """Copy the main's tokenizer files missing from `folder`; raise if it lacks tokenizer.json or its config."""
     import shutil
 
     main_hf_dir = Path(main_hf_dir)
@@ -240,8 +221,7 @@ def data_pipeline(main_ov_dir: Path, concurrent_sequences: int, device: str = "C
 
 
 def generation_config(end_id: int, max_new_tokens: int, temperature: float | None = None, seed: int = 0) -> Any:
-    """A `GenerationConfig` that stops at `end_id`: greedy when `temperature` is None, else sampled (top-p 0.95,
-    `seed`)."""
+    """A `GenerationConfig` stopping at `end_id`: greedy if `temperature` is None, else sampled (top-p, `seed`)."""
     import openvino_genai
 
     generation = openvino_genai.GenerationConfig()
@@ -258,9 +238,8 @@ def generation_config(end_id: int, max_new_tokens: int, temperature: float | Non
 
 def run_batched(pipeline: Any, requests: Sequence[tuple[list[int], Any]], description: str,
                 show_progress: bool = True, in_flight: int | None = None) -> tuple[list[list[int]], float]:
-    """Generate for every (input ids, GenerationConfig) on a ContinuousBatchingPipeline; return the ids per request
-    and the wall time. At most `in_flight` requests are queued at a time (None: all): queueing hundreds at once
-    made the scheduler admit prompts while the running ones crawled, ten times slower here."""
+    """Generate for each (input ids, GenerationConfig) on a ContinuousBatchingPipeline: (ids per request, seconds).
+    At most `in_flight` are queued: with hundreds queued, the scheduler admitted prompts while running ones crawled."""
     import numpy as np
     import openvino as ov
     import openvino_genai
@@ -299,9 +278,8 @@ def run_batched(pipeline: Any, requests: Sequence[tuple[list[int], Any]], descri
 
 
 def length_batches(lengths: Sequence[int], batch_tokens: int, shuffle_seed: int | None = None) -> list[list[int]]:
-    """Indices grouped by similar length so that a padded batch holds at most `batch_tokens` positions (a longer
-    sequence stands alone), shortest first; with `shuffle_seed`, the batches in a shuffled order (long and short
-    mixed, so that a progress bar's rate means something)."""
+    """Indices grouped by similar length, shortest first, so a padded batch holds at most `batch_tokens`
+    positions (longer ones stand alone); `shuffle_seed` shuffles the batches so a progress rate means something."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
@@ -365,7 +343,7 @@ class Sample:
     user_text: str
     token_ids: list[int]  # template, user message, assistant tag, answer (+ end token)
     loss_start: int  # first position the main generated (the user message starts here)
-    answer_start: int  # first answer token
+    answer_start: int
 
     @property
     def answer_tokens(self) -> int:
@@ -404,8 +382,7 @@ def held_out_overlap(user_texts: Iterable[str], held_out: Sequence[str]) -> list
 
 def generate_samples(main_ov_dir: Path, settings: TrainingSettings, held_out: Sequence[str] = (), device: str = "CPU",
                      show_progress: bool = True) -> tuple[list[Sample], dict]:
-    """Let the main write `settings.prompts` user prompts (dropping any equal to a `held_out` text), answer each
-    greedily and `settings.sampled_answers` times by sampling; return the samples and generation statistics."""
+    """Let the main write `settings.prompts` prompts (none equal to a `held_out` text), answer them: (samples, stats)"""
     pipeline = data_pipeline(main_ov_dir, settings.concurrent_sequences, device)
     tokenizer = pipeline.get_tokenizer()
     end_id = int(tokenizer.get_eos_token_id())
@@ -470,13 +447,12 @@ def write_samples(settings: TrainingSettings, main: MainModel, folder: Path, dev
                   show_progress: bool = True, code: Sequence[str] = (),
                   extra: Callable[[list[Sample], Path, dict], None] | None = None) -> Path:
     """Build (or reuse) the data folder the main writes for `settings`, atomically, the benchmark prompts held out.
-    `extra(samples, work_folder, stats)` adds a model's own files and statistics before the folder is sealed; `code`
-    names the modules that define it (they join the recipe's code fingerprint)."""
+    `extra(samples, work_folder, stats)` adds a model's own files before sealing; `code` names its modules (hashed)."""
     from utils.decoding.prompts import PROMPTS
 
     require_complete(main.openvino, "main model (OpenVINO)")
     held_out = [prompt.text for prompt in PROMPTS]
-    # the held-out benchmark prompts are part of the recipe: a new prompt in the course's set means new data
+    # the held-out prompts join the recipe: a new benchmark prompt means new data
     recipe = stage_recipe("data", {"main": main.openvino.name, **settings.data_settings(),
                                    "held_out_prompts": sorted(prompt.id for prompt in PROMPTS),
                                    "held_out_texts": hashlib.sha256("\0".join(held_out).encode()).hexdigest()},
@@ -501,8 +477,7 @@ def write_samples(settings: TrainingSettings, main: MainModel, folder: Path, dev
 
 @dataclass
 class TrainingHistory:
-    """What a training run did: loss per step, evaluations along the way (dicts with "step"), its cost, and the
-    model's own numbers (`details`)."""
+    """What a training run did: loss per step, evaluations (dicts with "step"), cost, and the model's `details`."""
 
     steps: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
@@ -518,8 +493,7 @@ class TrainingHistory:
 
 
 def training_steps(batches_per_epoch: int, epochs: float) -> int:
-    """The steps of a training that stops after `epochs` passes over its batches (a fraction rounds up), never on
-    the clock: one recipe, one model."""
+    """Steps for `epochs` passes over the batches (rounded up), never on the clock: one recipe, one model."""
     import math
 
     return max(1, math.ceil(batches_per_epoch * epochs))

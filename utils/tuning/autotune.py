@@ -1,27 +1,8 @@
 """Pick the number of draft tokens K (or a confidence threshold) for a pair, within a time budget.
 
-The search, for K:
-
-1. Measure one probe value (K=3 by default) on the sample prompts. Its tokens
-   per verification pass give the per-token acceptance a (Leviathan et al.).
-2. Predict the speed-up of every other K from a, the measured draft and main
-   step times and (if given) the measured cost of verifying K+1 tokens at
-   once (`utils.decoding.step_timing`). Predictions are calibrated by the ratio
-   measured/predicted of the nearest measured K, which absorbs fixed per-step
-   overheads the formula ignores.
-3. Measure next the most promising K among (a) the unmeasured neighbours of
-   the probe and of every K measured within `prune_margin` of the best so far
-   (a local search, which protects against a wrong model) and (b) every K
-   whose calibrated prediction comes within `prune_margin` of the best
-   measured speed-up. Everything else is pruned: never measured.
-4. Stop when nothing is left to try or the next measurement would overrun
-   the time budget; return the best measured value.
-
-For a threshold there is no closed-form model, so only the local search runs.
-
-`autotune` takes any measuring function (value -> `Trial`), so tests can run
-it on synthetic speed-up curves; `autotune_pair` wires it to real
-measurements through `utils.tuning.sweeps`.
+Measure a probe K, then the most promising values: neighbours of good ones (local search) and Ks whose
+prediction (from the estimated acceptance, calibrated at the nearest measured K) is within `prune_margin`
+of the best. Thresholds get only the local search. `autotune_pair` wires `autotune` to real measurements.
 """
 from __future__ import annotations
 
@@ -44,11 +25,7 @@ KNOBS = (K_KNOB, THRESHOLD_KNOB)
 
 @dataclass(frozen=True)
 class Trial:
-    """One measured setting: its speed-up over plain decoding on the sample prompts.
-
-    tokens_per_pass: mean tokens per verification pass (K only), from which the
-    per-token acceptance is estimated. seconds: how long the measurement took.
-    """
+    """One measured setting: speed-up over plain, tokens per pass (K only; gives the acceptance), duration."""
 
     value: Any
     speedup: float
@@ -77,7 +54,7 @@ class TuneResult:
 
     @property
     def pruned(self) -> list:
-        """Candidates the tuner never measured (pruned by the model or the local search, or cut by the budget)."""
+        """Candidates never measured (pruned by the model or local search, or cut by the budget)."""
         measured = set(self.measured_values)
         return [value for value in self.candidates if value not in measured]
 
@@ -144,12 +121,9 @@ def autotune(
     clock: Callable[[], float] = time.monotonic,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> TuneResult:
-    """Search `candidates` for the value with the highest measured speed-up (see the module docstring).
+    """Search `candidates` for the best measured speed-up (see the module docstring).
 
-    measure(value) -> Trial runs the sample prompts at that value. The first
-    trial always runs; later ones only if the mean trial time so far (from
-    `Trial.seconds`, else the clock) still fits in what is left of
-    `budget_seconds`. cost_model is used for K only.
+    A trial after the first runs only if the mean trial time so far fits in the remaining budget.
     """
     values = _check_candidates(knob, candidates)
     if budget_seconds <= 0:
@@ -227,17 +201,9 @@ def autotune_pair(
     cache: Any = None,
     progress: bool = True,
 ) -> TuneResult:
-    """Tune K or the threshold for `pair` on `device` with the sample `prompts`, within `budget_seconds`.
+    """Tune K or the threshold for `pair` on `device`, within `budget_seconds` (step timing and loading included).
 
-    The budget covers everything: timing the draft and main steps for the
-    model (skipped if `cost_model` is given, e.g. from
-    `utils.decoding.step_timing` measurements made earlier), loading and warming
-    up the pipelines, and the trials, each of which measures the setting
-    against plain decoding on the sample prompts, interleaved
-    (`utils.tuning.sweeps.measure_point`). The tuner's own measurements are not
-    shared with sweeps; only its final result is cached (in `cache`, a
-    `utils.tuning.result_cache.ResultCache`), so a notebook re-run does not spend the
-    budget again.
+    Only the final result is cached, so a notebook re-run does not spend the budget again.
     """
     from utils.decoding.prompts import as_prompt
     from utils.decoding.step_timing import measure_pair_step_times, step_time_lookup
@@ -318,18 +284,14 @@ def autotune_pair(
 
 
 def spread_text(row: dict) -> str:
-    """"1.05x-1.21x (3 repeats)" from a sweep row, or "one repeat" when there is nothing to spread."""
+    """Format a sweep row's spread over repeats (e.g. 1.05x-1.21x (3 repeats)), or "one repeat"."""
     if row.get("repeats", 0) < 2 or row.get("slowest_repeat") is None:
         return "one repeat"
     return f"{row['slowest_repeat']:.2f}x-{row['fastest_repeat']:.2f}x ({row['repeats']} repeats)"
 
 
 def load_spread(plain: dict, speculative: dict) -> dict:
-    """The spread of a `measure_concurrency` level's throughput ratio over its repeats, in sweep-row keys.
-
-    Repeat i is one sample: speculative tokens per second over plain tokens per second in that repeat (the two
-    alternate, so repeat i of both ran side by side).
-    """
+    """Spread over repeats of a `measure_concurrency` level's throughput ratio (repeat i of both ran side by side)."""
     pairs = list(zip(plain.get("wall_seconds_all", []), speculative.get("wall_seconds_all", []), strict=False))
     samples = [(speculative["generated_tokens"] / spec_wall) / (plain["generated_tokens"] / plain_wall)
                for plain_wall, spec_wall in pairs if plain_wall > 0 and spec_wall > 0]
@@ -340,14 +302,14 @@ def load_spread(plain: dict, speculative: dict) -> dict:
 
 
 def _verdict(speedup: float | None, slowest: float | None, fastest: float | None) -> str:
-    """`decoding_metrics.verdict` of a row's repeats (its slowest and fastest); a row of one run is its one repeat."""
+    """`decoding_metrics.verdict` of a row's slowest and fastest repeats (or its one run)."""
     if speedup is None:
         return "not comparable"
     return verdict([slowest, fastest] if slowest is not None and fastest is not None else [speedup])
 
 
 def _recommended(setting: str, row_verdict: str, identical: Any) -> str:
-    """The setting where the verdict says faster and the outputs were identical, else plain decoding."""
+    """The setting if the verdict is faster and outputs were identical, else plain."""
     return setting if row_verdict == FASTER and bool(identical) else "plain"
 
 
@@ -365,13 +327,9 @@ def recommendation_rows(
     draft_sweep: Any = None,
     concurrency: Sequence[dict] | None = None,
 ) -> list[dict]:
-    """Recommendations derived from measured sweeps only: per task type, prompt length, draft and load.
+    """Recommendations from measured sweeps only: per task type, prompt length, draft and load.
 
-    Sweeps are `utils.tuning.sweeps.SweepResult`s; concurrency is the row list of
-    `utils.tuning.concurrency.measure_concurrency`. Each row names the best measured
-    setting, its speed-up over plain decoding (throughput ratio for load rows),
-    the spread of that speed-up over repeats, and the verdict of that spread (`decoding_metrics.verdict`). A
-    setting is recommended only where that verdict is "faster" and its outputs were identical; elsewhere "plain".
+    A setting is recommended only if the verdict over its repeats is "faster" and outputs were identical.
     """
     rows = []
     scopes = [("task", "task"), ("prompt length", "length"), ("all prompts", None)]

@@ -1,18 +1,6 @@
 """Several requests at once through the continuous-batching pipeline: throughput under load, and exactness.
 
-Order of use (notebook 05, after the single-request sweeps of `utils.tuning.sweeps`):
-
-    settings = DecodingSettings("speculative", num_assistant_tokens=3, max_new_tokens=32)
-    rows = measure_concurrency(pair, [1, 2, 4], prompts, settings, cache=cache, pool=pool)
-    # one row per (requests at once, mode): latency, tokens per second, ratios to plain
-    checks = batch_exactness(pair, prompts, 8, settings, token_budgets=(256, 4096))
-    # one row per scheduler token budget: how many batched speculative requests equal plain decoding alone
-
-`measure_concurrency` caches each level like a sweep point
-(`utils.tuning.sweeps.point_cache_key`, kind "concurrency"); `batch_exactness`
-always measures. Both take pipelines from `utils.tuning.pipeline_pool`.
-
-Heavy imports (openvino_genai) happen inside functions.
+`measure_concurrency` caches each level like a sweep point; `batch_exactness` always measures.
 """
 from __future__ import annotations
 
@@ -54,13 +42,9 @@ def measure_concurrency(
     pool: PipelinePool | None = None,
     progress: bool = True,
 ) -> list[dict]:
-    """Send n requests at once (n in `concurrencies`) to plain and speculative pipelines.
+    """Send n requests at once (n in `concurrencies`) to plain and speculative pipelines; one row per (n, mode).
 
-    The continuous-batching backend schedules the n requests together; each
-    call returns when all are done, so `latency_seconds` is the time a user of
-    the batch waits and `tokens_per_second` is the server's throughput. Prompts
-    are cycled to make n requests. Plain and speculative alternate on every
-    repeat; medians are kept. Returns one row per (n, mode).
+    latency_seconds is what a user of the batch waits, tokens_per_second the server's throughput (medians).
     """
     if settings.mode != "speculative":
         raise SpeculationSetupError("measure_concurrency compares speculative settings against plain decoding.")
@@ -86,7 +70,7 @@ def measure_concurrency(
             candidates = (("plain", plain, plain_settings), ("speculative", speculative, settings))
             runners = [lambda batch_texts, loaded=loaded, mode_settings=mode_settings:
                        _generate_batch(loaded, batch_texts, mode_settings) for _, loaded, mode_settings in candidates]
-            # the one measurement loop: a warm-up at this batch size, then plain and speculative alternate
+            # a warm-up at this batch size, then plain and speculative alternate
             (plain_runs,), (speculative_runs,) = interleaved_runs(runners, [texts], repeats=repeats,
                                                                   show_progress=False)
             outputs = {"plain": plain_runs.runs[-1].result[1:], "speculative": speculative_runs.runs[-1].result[1:]}
@@ -129,16 +113,10 @@ def batch_exactness(
     device: str = "CPU",
     progress: bool = True,
 ) -> list[dict]:
-    """Is a batch of `requests` speculative requests still token-for-token plain greedy decoding?
+    """Is a batch of `requests` speculative requests still token-for-token plain decoding of each prompt alone?
 
-    The reference is plain decoding of each prompt alone. For each scheduler
-    token budget (`max_num_batched_tokens`, None = GenAI's default) a plain and
-    a speculative pipeline each generate the whole batch at once (prompts
-    cycled). Returns one row per budget with how many requests match the
-    reference, the indices of those that do not and the first characters where
-    the first of them departs. Measured with OpenVINO GenAI 2026.4 at f32: with
-    the default budget of 256 tokens, 2 of 8 speculative requests differed from
-    the first token on; with 4096, none did.
+    One row per scheduler `max_num_batched_tokens` (None = default). GenAI 2026.4, f32: with the default (256)
+    some batched speculative requests diverged from the first token; with 4096 none did.
     """
     if settings.mode != "speculative":
         raise SpeculationSetupError("batch_exactness checks speculative settings against plain decoding.")

@@ -1,16 +1,6 @@
 """Peak resident memory of a pipeline (scheduler cache settings, plain vs speculative), one fresh process each.
 
-Order of use (notebook 05):
-
-    specs = [PipelineSpec("plain"), PipelineSpec("speculative", cache_size_gb=1)]
-    rows = measure_memory(pair, specs, prompts, {"plain": plain_settings, "speculative": speculative_settings},
-                          cache=cache)
-    # one row per pipeline: RSS after loading, after generating, peak RSS, weight sizes on disk
-
-Each pipeline is measured by `utils.system.peak_memory.measure_in_fresh_process` (the
-project's one memory probe) running `load_and_generate` in a child process,
-because peak memory only grows. Rows are cached like sweep points
-(`utils.tuning.sweeps.point_cache_key`, kind "memory").
+Each pipeline gets a child process because peak RSS only grows; rows are cached like sweep points.
 """
 from __future__ import annotations
 
@@ -28,10 +18,7 @@ from utils.tuning.sweeps import SweepPoint, check_pair_ready, point_cache_key, p
 
 
 def load_and_generate(pair: str, spec: dict, device: str, settings: dict, texts: list[str]) -> dict:
-    """Load one pipeline and generate for all `texts` at once: the work `measure_memory` runs in a fresh process.
-
-    Returns resident memory after loading (and its virtual size) and after generating, in MB.
-    """
+    """Load one pipeline and generate for all `texts` (run in a child): RSS after load and generate, in MB."""
     loaded = load_spec_pipeline(get_pair(pair), PipelineSpec(**spec), device)
     after_load = current_rss_bytes()
     import psutil
@@ -54,13 +41,7 @@ def measure_memory(
     progress: bool = True,
     timeout_seconds: float = 600,
 ) -> list[dict]:
-    """Peak resident memory of each pipeline, each in a fresh Python process (peak RSS only grows).
-
-    The child (`utils.system.peak_memory.measure_in_fresh_process` running
-    `load_and_generate`) loads the pipeline, generates for all `prompts` at once
-    with the settings for its mode, and reports RSS after loading, after
-    generating and its peak (VmHWM). Rows also carry the models' weight sizes on disk.
-    """
+    """Peak RSS (VmHWM) and RSS after load/generate of each pipeline in a fresh process, plus weight sizes."""
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
     check_pair_ready(pair, [SweepPoint("memory", 0, settings_by_mode[spec.mode], spec) for spec in specs])
     cache = cache if cache is not None else ResultCache()

@@ -1,30 +1,7 @@
-"""Which pipeline a measurement runs on, and the one bounded cache that loads each pipeline once.
+"""Which pipeline a measurement runs on (`PipelineSpec`), and the bounded cache that loads each pipeline once.
 
-Order of use:
-
-    spec = PipelineSpec("speculative", draft_variant="int8", draft_precision="bf16")
-    pool = PipelinePool(get_pair("offline"), "CPU")   # loads nothing yet
-    loaded = pool.get(spec)                           # built on first use, kept for the next call
-    reference = pool.get(spec.plain_reference)        # the plain pipeline it is compared with
-    pool.evictions                                    # one sentence per pipeline freed to make room
-    pool.release()                                    # free the compiled models
-
-`PipelineSpec` names a pipeline (mode, draft variant, precisions, scheduler
-settings); `load_spec_pipeline` builds it with `utils.decoding.pipelines.load_pipeline`
-(the one pipeline builder) and `request_token_probabilities`, so every
-pipeline of a sweep computes token probabilities.
-
-`BoundedPipelines` is the one implementation of load-on-first-use with a bound:
-any key with a `mode` and a `label` (a `PipelineSpec`, the playground's
-`utils.display.playground_choice.PlaygroundPipeline`), a load function, at most `keep`
-pipelines in memory; to make room it frees the least recently used pipeline
-that is not plain (plain references are kept first) and says so in
-`evictions`. `PipelinePool` is `BoundedPipelines` over one pair and device,
-keyed by `PipelineSpec`; used by `utils.tuning.sweeps`, `utils.tuning.concurrency`,
-`utils.tuning.pipeline_memory`, `utils.tuning.autotune` and `utils.tuning.task_tuner`. The
-playground's `PipelineCache` is `BoundedPipelines` with a warm-up.
-
-Heavy imports (openvino_genai) happen inside `utils.decoding.pipelines`' functions.
+`BoundedPipelines` keeps at most `keep` pipelines, evicting the least recently used non-plain one first;
+`PipelinePool` (one pair and device) and the playground's `PipelineCache` build on it.
 """
 from __future__ import annotations
 
@@ -43,13 +20,8 @@ DEFAULT_KEEP = 2  # pipelines kept in memory: a plain reference and the one it i
 class PipelineSpec:
     """Which pipeline a measurement (sweep point, batch, memory probe) runs on.
 
-    mode: "plain", "speculative" or "prompt_lookup".
-    draft_variant: name of one of the pair's drafts (`ModelPair.draft_variant`), None = its default draft.
-    main_precision / draft_precision: inference precision of each model ("f32", "bf16", "f16",
-        "default"); draft_precision None = same as the main. Only the main model's precision
-        decides the output: a lower-precision draft only changes how often it is accepted.
-    cache_size_gb: the scheduler's KV-cache size, 0 = grow with demand.
-    max_num_batched_tokens: the scheduler's token budget per step, None = OpenVINO GenAI's default.
+    Only the main model's precision decides the output; a lower-precision draft only changes acceptance.
+    cache_size_gb 0 = grow with demand; None fields = the default (draft precision: the main's).
     """
 
     mode: str = "speculative"
@@ -85,12 +57,8 @@ class PipelineSpec:
 def request_token_probabilities(loaded: LoadedPipeline) -> LoadedPipeline:
     """Make the pipeline's default generation config compute token probabilities (logprobs=1).
 
-    Measured with OpenVINO GenAI 2026.4: under greedy decoding with the default
-    logprobs=0 the sampler does not compute the draft's token probabilities,
-    so `assistant_confidence_threshold` has no effect and the draft proposes
-    exactly one token per step for any threshold (the run equals K=1). With
-    logprobs >= 1 the threshold works. Every pipeline of a sweep gets the same
-    setting, so plain and speculative runs pay the same (small) cost.
+    GenAI 2026.4, greedy: with logprobs=0 the draft's probabilities are not computed, so
+    `assistant_confidence_threshold` has no effect (any threshold runs as K=1). Plain pipelines get it too (same cost).
     """
     config = loaded.pipeline.get_generation_config()
     config.logprobs = max(int(config.logprobs), 1)
@@ -102,7 +70,7 @@ def request_token_probabilities(loaded: LoadedPipeline) -> LoadedPipeline:
 
 
 def load_spec_pipeline(pair: ModelPair, spec: PipelineSpec, device: str = "CPU") -> LoadedPipeline:
-    """Build the pipeline `spec` describes (`utils.decoding.pipelines.load_pipeline`), with token probabilities on."""
+    """Build the pipeline `spec` describes, with token probabilities on."""
     draft = spec.draft_spec(pair)
     return request_token_probabilities(load_pipeline(
         spec.mode, pair.main.path, device, draft_dir=draft.path if draft else None,
@@ -111,7 +79,7 @@ def load_spec_pipeline(pair: ModelPair, spec: PipelineSpec, device: str = "CPU")
 
 
 class PipelineKey(Hashable, Protocol):
-    """What `BoundedPipelines` needs of a key: the pipeline's mode (plain ones are kept first) and a label."""
+    """What `BoundedPipelines` needs of a key: a mode (plain ones are kept first) and a label."""
 
     @property
     def mode(self) -> str: ...
@@ -124,11 +92,7 @@ Key = TypeVar("Key", bound=PipelineKey)
 
 
 class BoundedPipelines(Generic[Key]):
-    """Pipelines loaded on first use (`load(key)`), at most `keep` in memory, each eviction said in `evictions`.
-
-    To make room it frees the least recently used pipeline that is not plain, or
-    the least recently used one when all are plain. `loads` counts the loads.
-    """
+    """Pipelines loaded on first use, at most `keep` in memory (least recently used non-plain evicted first)."""
 
     def __init__(self, load: Callable[[Key], LoadedPipeline], keep: int = DEFAULT_KEEP,
                  on_evict: Callable[[str], None] | None = None) -> None:
@@ -150,7 +114,7 @@ class BoundedPipelines(Generic[Key]):
         return list(self._loaded)
 
     def get(self, key: Key) -> LoadedPipeline:
-        """The pipeline for `key`: the one in memory, else loaded (after freeing others to stay within `keep`)."""
+        """The pipeline for `key`, loaded (after freeing others to stay within `keep`) if not in memory."""
         if key in self._loaded:
             self._loaded[key] = self._loaded.pop(key)  # now the most recently used
             return self._loaded[key]
@@ -172,11 +136,7 @@ class BoundedPipelines(Generic[Key]):
 
 
 class PipelinePool:
-    """Pipelines of one pair on one device, keyed by `PipelineSpec`, loaded on first use, at most `keep` kept.
-
-    A sweep over draft variants would otherwise hold one compiled copy of the
-    main model per variant in memory. The bound and eviction are `BoundedPipelines`'.
-    """
+    """Pipelines of one pair and device by `PipelineSpec`, bounded so a draft sweep keeps no main model per variant."""
 
     def __init__(self, pair: ModelPair, device: str = "CPU", keep: int = DEFAULT_KEEP) -> None:
         self.pair = pair
@@ -197,7 +157,7 @@ class PipelinePool:
         return self.pipelines.evictions
 
     def canonical(self, spec: PipelineSpec) -> PipelineSpec:
-        """The same pipeline spelled one way: the pair's default draft as None, a draft precision equal to the main's as None."""
+        """The same spec spelled one way: default draft and a draft precision equal to the main's as None."""
         if spec.mode != "speculative":
             return spec
         variant = spec.draft_variant

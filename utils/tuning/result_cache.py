@@ -1,11 +1,6 @@
 """Measured results cached on disk as JSON, one file per key: re-running a notebook reuses what it measured.
 
-A key is a dict holding everything that could change the result (model
-folders' fingerprints, settings, prompts, package versions); its hash names the
-file. Used by `utils.tuning.sweeps` (sweep points, step times), `utils.tuning.concurrency`
-(requests at once), `utils.tuning.pipeline_memory` (memory) and `utils.tuning.autotune`
-(trials). ``CACHE_VERSION`` is part of every key: raise it when the meaning of
-stored results changes.
+A key holds everything that could change the result; raise ``CACHE_VERSION`` when results change meaning.
 """
 from __future__ import annotations
 
@@ -20,13 +15,13 @@ from utils.models.atomic_folder import COMPLETE_MARKER
 from utils.paths import build_dir
 from utils.system.environment_report import package_versions
 
-CACHE_VERSION = 3  # 2: pipelines compute token probabilities (request_token_probabilities); 3: VmHWM
+CACHE_VERSION = 3  # 2: token probabilities on; 3: VmHWM
 CACHE_FOLDER_NAME = "sweep-cache"
 VERSIONED_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers")
 
 
 def measured_versions() -> dict[str, str]:
-    """Versions of the packages whose behaviour the measurements depend on (part of every cache key)."""
+    """Versions of the packages the measurements depend on (part of every cache key)."""
     return package_versions(VERSIONED_PACKAGES, with_python=False)
 
 
@@ -44,10 +39,7 @@ def model_fingerprint(folder: Path) -> str:
 
 
 class ResultCache:
-    """JSON results on disk, one file per key (a dict), named by the key's hash.
-
-    enabled=False turns it into a no-op (nothing read, nothing written).
-    """
+    """JSON results on disk, one file per key, named by the key's hash; enabled=False makes it a no-op."""
 
     def __init__(self, folder: Path | str | None = None, enabled: bool = True) -> None:
         self.folder = Path(folder) if folder is not None else build_dir() / CACHE_FOLDER_NAME
@@ -62,7 +54,7 @@ class ResultCache:
         return self.folder / f"{key.get('kind', 'result')}-{self.digest(key)}.json"
 
     def get(self, key: dict) -> Any | None:
-        """The stored value for `key`, or None (also for unreadable files, which are then measured again)."""
+        """The stored value for `key`, or None (also for unreadable files, which are then re-measured)."""
         if not self.enabled:
             return None
         path = self.path_of(key)

@@ -1,38 +1,7 @@
 """Sweeps over speculative-decoding settings: points, grids, the runner and its results, cached on disk.
 
-Order of use:
-
-    pair = get_pair("offline")
-    grid = SMALL_GRID                                    # or FULL_GRID: the sizes of every sweep in notebook 05
-    points = k_points(grid.ks, grid.max_new_tokens)      # or threshold_points, draft_points
-    result = run_sweep(pair, points, sweep_prompts(), name="K", cache=ResultCache(), pool=PipelinePool(pair))
-    result.rows(by="task")      # speed-up, acceptance, tokens per pass per K and task type
-    result.best(by="length"), result.speedup_by_value()
-
-A sweep is a list of `SweepPoint`s: one setting each (K, a confidence
-threshold, a draft variant, ...), with the pipeline it needs
-(`utils.tuning.pipeline_pool.PipelineSpec`). `run_sweep` measures every point
-against plain decoding on the same prompts, interleaved
-(`utils.decoding.generation.measure_side_by_side`), so each speed-up is a ratio of runs
-taken side by side, and stores each finished point as one JSON file
-(`utils.tuning.result_cache.ResultCache`, also used by `utils.tuning.autotune`). The cache
-key (`point_cache_key`) holds everything that could change the result: pair,
-model folders (and their build markers), device, pipeline and decoding
-settings, prompts, warm-up/repeats and the OpenVINO package versions. A re-run
-loads finished points without loading any model; a cleared cache measures
-again. `SweepResult` summarises the records (`summarise_records`) per task
-type, prompt length or prompt. `cached_pair_step_times` caches
-`utils.decoding.step_timing.measure_pair_step_times` the same way.
-
-Measurements of the same pipelines that are not sweeps of one request live
-next door: `utils.tuning.concurrency` (several requests at once) and
-`utils.tuning.pipeline_memory` (peak memory).
-
-Heavy imports (openvino_genai) happen inside functions.
-
-Why one module: a sweep's points, its runner, its cache key and its results are one life cycle over the same
-types (a point is measured, keyed, cached and summarised as one object); split apart, every change to a point
-would touch three modules.
+`run_sweep` measures each `SweepPoint` against plain decoding, interleaved (each speed-up is a ratio of runs
+taken side by side), and caches each point under `point_cache_key`; a re-run loads no model.
 """
 from __future__ import annotations
 
@@ -88,7 +57,7 @@ def threshold_points(thresholds: Iterable[float], max_new_tokens: int = 32,
 
 
 def prompt_lookup_points(ks: Iterable[int], max_ngram_size: int = 3, max_new_tokens: int = 32) -> list[SweepPoint]:
-    """One point per number of candidate tokens K for prompt lookup (no draft model; n-grams of the prompt)."""
+    """One point per number of candidate tokens K for prompt lookup (n-grams of the prompt, no draft)."""
     return [SweepPoint("prompt_lookup", int(k),
                        DecodingSettings("prompt_lookup", num_assistant_tokens=int(k), max_ngram_size=max_ngram_size,
                                         max_new_tokens=max_new_tokens), PipelineSpec("prompt_lookup"))
@@ -128,8 +97,7 @@ def sweep_prompts(per_task: int = 1, long_prompts: int = 2) -> list[Prompt]:
 
 @dataclass(frozen=True)
 class TuningGrid:
-    """Sizes of every sweep in notebook 05: `SMALL_GRID` (the default), `FULL_GRID`, or `QUICK_GRID` (the test
-    command's run size: every code path, fewer values)."""
+    """Sizes of every sweep in notebook 05: `SMALL_GRID` (default), `FULL_GRID`, or `QUICK_GRID` (test runs)."""
 
     ks: tuple[int, ...]
     thresholds: tuple[float, ...]
@@ -161,7 +129,7 @@ FULL_GRID = TuningGrid(
 
 
 def _records_or_none(stored: Any) -> list[GenerationRecord] | None:
-    """Records from a cache entry, or None if there is none or it was written by an incompatible version."""
+    """Records from a cache entry, or None if absent or written by an incompatible version."""
     if stored is None:
         return None
     try:
@@ -183,12 +151,9 @@ def _group_of(record: GenerationRecord, by: str | None, lengths: dict[str, str])
 
 
 def summarise_records(records: Sequence[GenerationRecord], draft_length: int | None = None) -> dict:
-    """Speed-up, acceptance and tokens per pass over compared candidate records (one group).
+    """Speed-up, acceptance and tokens per pass pooled over one group of candidate records.
 
-    speedup: total plain time / total time over the prompts whose token counts
-    matched plain (None if none did). acceptance_rate, tokens_per_pass and
-    per_token_acceptance (Leviathan's a that explains tokens_per_pass at K) are
-    `utils.decoding.decoding_metrics`' definitions, pooled over the records.
+    speedup: total plain / total time over prompts whose token counts matched plain (None if none did).
     """
     comparable = [record for record in records if record.speedup_vs_plain is not None]
     plain_seconds = sum(record.plain_wall_seconds or 0.0 for record in comparable)
@@ -255,10 +220,7 @@ class SweepResult:
     def rows(self, by: str | None = None, prompt_ids: Sequence[str] | None = None) -> list[dict]:
         """One row per (point, group); by = None (all prompts), 'task', 'length' or 'prompt'.
 
-        Each row has `summarise_records`' fields and the speed-up of every repeat
-        (`generation_reports.repeat_speedups`): "speedup" is their median (the glossary's speed-up; without repeat
-        times, total plain / total time of the median runs), repeats, slowest_repeat, fastest_repeat. prompt_ids restricts the summary to those prompts (e.g. the auto-tuner's
-        sample).
+        "speedup" is the median per-repeat speed-up; prompt_ids restricts rows to those prompts.
         """
         lengths = {prompt.id: prompt.length for prompt in self.prompts}
         rows = []
@@ -328,7 +290,7 @@ def point_cache_key(pair: ModelPair, device: str, point: SweepPoint, prompts: Se
 
 
 def progress_bar(total: int, description: str, enabled: bool):
-    """A tqdm bar over `total` steps, or None if not `enabled` (also used by utils.tuning.concurrency and utils.tuning.pipeline_memory)."""
+    """A tqdm bar over `total` steps, or None if not `enabled`."""
     if not enabled:
         return None
     from tqdm.auto import tqdm
@@ -355,14 +317,9 @@ def plain_settings_for(settings: DecodingSettings) -> DecodingSettings:
 
 def measure_points(pool: PipelinePool, points: Sequence[SweepPoint], prompts: Sequence[Prompt], *, warmup: int = 1,
                    repeats: int = 2, progress: Callable[[str], None] | None = None) -> list[list[GenerationRecord]]:
-    """Measure points that share one plain reference in ONE interleaved run, plain timed once.
+    """Measure points sharing one plain reference in ONE interleaved run, plain timed once.
 
-    The points may run on different pipelines (a draft and prompt lookup, say)
-    as long as they are compared with the same plain pipeline and token budget;
-    the pool must be able to keep all of those pipelines loaded at once. Every
-    repeat runs, prompt by prompt, plain decoding and then each point, so all
-    of them meet the same background load. Returns, per point, the plain
-    records followed by the point's records, compared with plain.
+    Each repeat runs plain then every point, prompt by prompt, so all meet the same background load.
     """
     if not points:
         return []
@@ -385,13 +342,7 @@ def measure_points(pool: PipelinePool, points: Sequence[SweepPoint], prompts: Se
 
 
 def group_points(points: Sequence[SweepPoint], indices: Sequence[int], keep: int) -> list[list[int]]:
-    """Split point indices into runs that `measure_points` can time together.
-
-    A run shares one plain reference and token budget, and needs at most
-    `keep` pipelines loaded at once (its plain pipeline included), so a small
-    pool never reloads a model between interleaved runs. Points on the same
-    pipeline stay in one run; order is kept.
-    """
+    """Split point indices into runs `measure_points` can time together within `keep` pipelines (no reload mid-run)."""
     by_reference: dict[tuple, list[int]] = {}
     for index in indices:
         point = points[index]
@@ -429,12 +380,7 @@ def run_sweep(
 ) -> SweepResult:
     """Measure every point against plain decoding, reusing finished points from `cache`.
 
-    Models are loaded only if some point is not cached. Missing points that share
-    a plain reference are measured together (`group_points`, as many pipelines
-    at once as the pool keeps; `measure_points`: plain decoding timed once,
-    everything interleaved); each point is then cached on its own.
-    progress: a tqdm bar over the points (cached ones count at once), with the
-    current run as its postfix.
+    Missing points are grouped (`group_points`), measured together and cached one by one.
     """
     if not points:
         raise ValueError("A sweep needs at least one point.")
@@ -487,10 +433,7 @@ def cached_pair_step_times(pair: ModelPair, device: str = "CPU", *, draft_varian
                            token_counts: Iterable[int] = range(1, 12), context_tokens: int = 64, repeats: int = 5,
                            main_precision: str = "f32", draft_precision: str | None = None,
                            cache: ResultCache | None = None) -> tuple[list, Any, bool]:
-    """`step_timing.measure_pair_step_times` for a pair, cached like sweep points.
-
-    Returns (main step times per token count, the draft's one-token step, from_cache).
-    """
+    """`measure_pair_step_times` cached like sweep points: (main step times, draft step, from_cache)."""
     from utils.decoding.step_timing import StepTime, measure_pair_step_times
 
     counts = sorted(set(int(count) for count in token_counts))

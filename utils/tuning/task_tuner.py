@@ -1,29 +1,7 @@
 """Choose, per task type, how to decode (plain, a draft with K or a threshold, or prompt lookup), then check it.
 
-The per-task tuner of notebook 05 (its command line is `python -m maintainers.tuner`):
-
-    splits = split_prompts(["code", "chat", "input_grounded"])   # per task: tuning prompts, held-out prompts
-    points = candidate_points(ks=(2, 4), thresholds=(0.5,), lookup_ks=(3,), max_new_tokens=32)
-    tuning = tune_tasks(pair, splits, points, cache=ResultCache())
-    tuning.sweep.rows(by="task")          # every candidate's speed-up, acceptance, tokens per pass per task
-    choice_rows(tuning.choices); summary_line(tuning.choices)
-
-1. Every candidate is measured against plain decoding on each task's tuning
-   prompts (`utils.tuning.sweeps.run_sweep`: interleaved, after a warm-up, cached).
-2. `choose` keeps plain decoding unless a candidate whose outputs were all
-   identical to plain beat it by more than `margin` (5%): a gain smaller than
-   the noise of one run is not worth the risk of a loss.
-3. The choice is measured again, against plain, on prompts of the same task
-   it was *not* tuned on. A task that chose plain decoding runs exactly as
-   plain decoding does: its ratio is 1 by construction, nothing is measured.
-   The promise checked (and printed, not asserted: it is a timing) is that no
-   task's choice is more than `HELD_OUT_TOLERANCE` (3%) slower than plain.
-
-The 5% margin and the 3% tolerance are the tuner's rules for choosing and for its promise, not the course's verdict:
-"faster" is said only when every repeat's speed-up is above 1 (`utils.decoding.decoding_metrics.verdict`), and
-notebook 05 prints that verdict beside the choice.
-
-Heavy imports (openvino_genai) happen inside functions.
+Plain is kept unless a lossless candidate beats it by more than `SWITCH_MARGIN`; the choice is then
+re-measured on held-out prompts. These are the tuner's rules, not the course's "faster" (`decoding_metrics.verdict`).
 """
 from __future__ import annotations
 
@@ -67,8 +45,7 @@ def split_prompts(tasks: Sequence[str], tune_per_task: int = 1, held_out_per_tas
 
 def candidate_points(ks: Sequence[int] = (2, 4), thresholds: Sequence[float] = (), lookup_ks: Sequence[int] = (3,),
                      max_new_tokens: int = 32) -> list[SweepPoint]:
-    """The settings the tuner may choose instead of plain decoding: draft with K, draft with a threshold,
-    prompt lookup with K."""
+    """The settings the tuner may choose instead of plain: draft with K or a threshold, prompt lookup with K."""
     points = (k_points(ks, max_new_tokens) + threshold_points(thresholds, max_new_tokens)
               + prompt_lookup_points(lookup_ks, max_new_tokens=max_new_tokens))
     if not points:
@@ -89,12 +66,7 @@ def describe(point: SweepPoint | None) -> str:
 
 
 def choose(rows: Sequence[dict], margin: float = SWITCH_MARGIN) -> dict | None:
-    """The fastest lossless row (`SweepResult.rows` of one task) if it beats plain by more than `margin`.
-
-    None means: keep plain decoding. Rows whose outputs differed from plain, or
-    whose speed-up could not be measured on every prompt, are never chosen
-    (`utils.decoding.decoding_metrics.fastest_lossless`).
-    """
+    """The fastest lossless row of one task if it beats plain by more than `margin`; None = keep plain."""
     return decoding_metrics.fastest_lossless(rows, "speedup", above=1.0 + margin)
 
 
@@ -137,12 +109,7 @@ class TaskTuning:
 def tune_tasks(pair, splits: Sequence[TaskSplit], points: Sequence[SweepPoint], *, device: str = "CPU",
                repeats: int = 1, held_out_repeats: int = 2, margin: float = SWITCH_MARGIN, cache=None, pool=None,
                progress: bool = True) -> TaskTuning:
-    """Measure `points` on every task's tuning prompts, choose per task (`choose`), re-measure on held-out prompts.
-
-    pair: a `utils.models.model_catalogue.ModelPair`; cache: a `utils.tuning.result_cache.ResultCache`
-    (finished measurements are reused); pool: a `utils.tuning.pipeline_pool.PipelinePool` to share loaded pipelines.
-    Every measurement runs after a warm-up of each pipeline; repeats are timed runs per prompt (medians kept).
-    """
+    """Measure `points` on each task's tuning prompts, choose per task (`choose`), re-measure on held-out prompts."""
     from utils.tuning.pipeline_pool import PipelinePool
 
     if not splits:
@@ -203,7 +170,7 @@ def choice_rows(choices: Sequence[TaskChoice], tolerance: float = HELD_OUT_TOLER
 
 
 def worst_held_out(choices: Sequence[TaskChoice]) -> TaskChoice:
-    """The task whose choice did worst against plain on its held-out prompts (not comparable counts as worst)."""
+    """The task whose choice did worst against plain on held-out prompts (not comparable counts as worst)."""
     if not choices:
         raise ValueError("No choices.")
     return min(choices, key=lambda choice: -1.0 if choice.held_out_speedup is None else choice.held_out_speedup)
