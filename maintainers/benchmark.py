@@ -269,12 +269,11 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
         try:
             pair = get_pair(arguments.pair)
             for variant in variants:
-                if variant in HEAD_VARIANTS:
-                    if pair.name != "qwen2.5-coder":
-                        raise KeyError(f"--draft {variant} is a head for the qwen2.5-coder pair's main, not for "
-                                       f"'{pair.name}': add --pair qwen2.5-coder.")
-                    continue
-                drafts[variant] = pair.draft_variant(None if variant == "default" else variant).path
+                if variant not in HEAD_VARIANTS:
+                    drafts[variant] = pair.draft_variant(None if variant == "default" else variant).path
+                elif pair.name != "qwen2.5-coder":
+                    raise KeyError(f"--draft {variant} is a head for the qwen2.5-coder pair's main, not for "
+                                   f"'{pair.name}': add --pair qwen2.5-coder.")
         except KeyError as error:
             raise SpeculationSetupError(error.args[0]) from None
         main_dir = pair.main.path
@@ -286,11 +285,9 @@ def plan_benchmark(arguments: argparse.Namespace) -> BenchmarkPlan:
         drafts = {folder.name: folder for folder in dict.fromkeys(arguments.draft_dir)}
     elif arguments.main_dir is not None:
         raise SpeculationSetupError("With --main-dir, give --draft-dir too (or leave speculative out of --modes).")
-    else:
-        for variant in variants:
-            if variant in HEAD_VARIANTS:
-                drafts[variant] = coder_head_folder(variant)
-        drafts = {variant: drafts[variant] for variant in variants}
+    else:  # in the order given; a head's folder is looked up once the main is known to be there
+        drafts = {variant: coder_head_folder(variant) if variant in HEAD_VARIANTS else drafts[variant]
+                  for variant in variants}
     drafts = check_drafts(drafts, main_dir)
     draft_of: dict[str, str] = {}
     if len(drafts) > 1:  # one row per draft and setting, named after the draft
