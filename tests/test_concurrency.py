@@ -1,8 +1,6 @@
 """Tests of utils.tuning.concurrency: several requests at once (real offline pair) and batch exactness."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from utils.decoding.generation import DecodingSettings
@@ -11,7 +9,6 @@ from utils.decoding.prompts import select_prompts
 from utils.models.model_catalogue import get_pair
 from utils.tuning.concurrency import batch_exactness, measure_concurrency
 from utils.tuning.pipeline_pool import PipelinePool
-from utils.tuning.result_cache import ResultCache
 from utils.tuning.sweeps import sweep_prompts
 
 OFFLINE = get_pair("offline")
@@ -26,12 +23,11 @@ def test_concurrency_refuses_bad_input(fake_pair) -> None:
             measure_concurrency(fake_pair, bad, ["Hi"], speculative, progress=False)
 
 
-def test_concurrent_requests_are_measured_then_cached(tmp_path: Path, offline_pair) -> None:
-    cache = ResultCache(tmp_path)
+def test_concurrent_requests_are_measured_side_by_side(offline_pair) -> None:
     pool = PipelinePool(OFFLINE)
     prompts = select_prompts(tasks=["code"], length="short", per_task=1)
     settings = DecodingSettings("speculative", num_assistant_tokens=2, max_new_tokens=8)
-    load = measure_concurrency(OFFLINE, [2, 1], prompts, settings, repeats=1, cache=cache, pool=pool, progress=False)
+    load = measure_concurrency(OFFLINE, [2, 1], prompts, settings, repeats=1, pool=pool, progress=False)
     assert [(r["concurrency"], r["mode"]) for r in load] == [(1, "plain"), (1, "speculative"), (2, "plain"),
                                                              (2, "speculative")]
     assert all(r["identical_to_plain"] for r in load)
@@ -39,17 +35,7 @@ def test_concurrent_requests_are_measured_then_cached(tmp_path: Path, offline_pa
     for row in load:
         assert row["tokens_per_second"] == pytest.approx(row["generated_tokens"] / row["latency_seconds"])
     assert [r["throughput_vs_plain"] for r in load if r["mode"] == "plain"] == [1.0, 1.0]
-    assert not any(r["from_cache"] for r in load)
     pool.release()
-
-    def no_loading(self, spec):
-        raise AssertionError("cached levels must not load models")
-
-    pool.get = no_loading.__get__(pool)
-    again = measure_concurrency(OFFLINE, [1, 2], prompts, settings, repeats=1, cache=cache, pool=pool,
-                                progress=False)
-    assert all(r["from_cache"] for r in again)
-    assert [r["latency_seconds"] for r in again] == [r["latency_seconds"] for r in load]
 
 
 def test_batch_exactness_refuses_bad_input(offline_pair) -> None:

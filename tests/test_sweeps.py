@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 from fake_sweeps import PROMPTS, fake_records, fake_sweep, record
@@ -13,7 +12,6 @@ from utils.decoding.speedup_model import expected_tokens_per_pass
 from utils.models.model_catalogue import ModelPair, ModelSpec, get_pair
 from utils.tuning import sweeps
 from utils.tuning.pipeline_pool import PipelinePool, PipelineSpec
-from utils.tuning.result_cache import ResultCache
 
 
 def fake_measure(calls: list):
@@ -24,61 +22,25 @@ def fake_measure(calls: list):
     return measure
 
 
-# --------------------------------------------------------------------------- the runner and its cache (fake models)
+# --------------------------------------------------------------------------- the runner (fake models)
 
 
-def test_run_sweep_measures_once_then_reads_the_cache(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_sweep_measures_every_point_grouped_by_pipeline(fake_pair: ModelPair,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list = []
     monkeypatch.setattr(sweeps, "measure_points", fake_measure(calls))
-    points = sweeps.k_points([1, 2, 4])
-    first = sweeps.run_sweep(fake_pair, points, PROMPTS, progress=False)
-    assert calls == [[1, 2, 4]]  # one pipeline: measured together, plain once
-    assert not any(point.from_cache for point in first.points)
-
-    def no_loading(self, spec):
-        raise AssertionError("a cached sweep must not load models")
-
-    monkeypatch.setattr(PipelinePool, "get", no_loading)
-    again = sweeps.run_sweep(fake_pair, points, PROMPTS, progress=False)
-    assert calls == [[1, 2, 4]]
-    assert [point.from_cache for point in again.points] == [True, True, True]
-    assert [row["speedup"] for row in again.rows()] == pytest.approx([row["speedup"] for row in first.rows()])
-
-
-def test_run_sweep_measures_only_missing_points_grouped_by_pipeline(fake_pair: ModelPair,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list = []
-    monkeypatch.setattr(sweeps, "measure_points", fake_measure(calls))
-    sweeps.run_sweep(fake_pair, sweeps.k_points([2]), PROMPTS, progress=False)
     int8 = PipelineSpec(draft_variant="int8")
     mixed = sweeps.k_points([1, 2, 3]) + sweeps.k_points([2], pipeline=int8) + sweeps.k_points([5], max_new_tokens=8)
     result = sweeps.run_sweep(fake_pair, mixed, PROMPTS, progress=False)
-    assert calls == [[2], [1, 3], [2], [5]]
+    assert calls == [[1, 2, 3], [2], [5]]  # one pipeline's points together (plain timed once), then the others
     assert [point.point.value for point in result.points] == [1, 2, 3, 2, 5]  # the order asked for
-    assert [point.from_cache for point in result.points] == [False, True, False, False, False]
-    ResultCache().clear()
     sweeps.run_sweep(fake_pair, sweeps.k_points([2]), PROMPTS, progress=False)
-    assert calls[-1] == [2]  # measured again after clearing
-
-
-def test_a_cache_entry_of_an_old_layout_is_measured_again(fake_pair: ModelPair,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list = []
-    monkeypatch.setattr(sweeps, "measure_points", fake_measure(calls))
-    point = sweeps.k_points([2])[0]
-    cache = ResultCache()
-    cache.put(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2), [{"mode": "plain"}])  # fields missing
-    result = sweeps.run_sweep(fake_pair, [point], PROMPTS, cache=cache, progress=False)
-    assert calls == [[2]] and not result.points[0].from_cache
-    stored = cache.get(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2))
-    assert stored == [r.as_dict() for r in result.points[0].records]  # replaced by the new measurement
-    again = sweeps.run_sweep(fake_pair, [point], PROMPTS, cache=cache, progress=False)
-    assert again.points[0].from_cache and again.points[0].records == result.points[0].records
+    assert calls[-1] == [2]  # a second sweep measures again: nothing is reused from an earlier run
 
 
 def test_sweep_rows_group_by_task_length_and_prompt(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweeps, "measure_points", fake_measure([]))
-    result = sweeps.run_sweep(fake_pair, sweeps.k_points([2, 4]), PROMPTS, cache=ResultCache(enabled=False),
+    result = sweeps.run_sweep(fake_pair, sweeps.k_points([2, 4]), PROMPTS,
                               progress=False)
     by_task = result.rows(by="task")
     assert {(row["value"], row["group"]) for row in by_task} == {(k, t) for k in (2, 4)
@@ -156,36 +118,11 @@ def test_run_sweep_times_plain_once_for_a_draft_and_prompt_lookup_with_a_large_p
     calls: list = []
     monkeypatch.setattr(sweeps, "measure_points", fake_measure(calls))
     points = sweeps.k_points([2, 4]) + sweeps.prompt_lookup_points([3])
-    result = sweeps.run_sweep(fake_pair, points, PROMPTS, pool=PipelinePool(fake_pair, keep=3), progress=False,
-                              cache=ResultCache(enabled=False))
+    result = sweeps.run_sweep(fake_pair, points, PROMPTS, pool=PipelinePool(fake_pair, keep=3), progress=False)
     assert calls == [[2, 4, 3]]
     assert [point.point.value for point in result.points] == [2, 4, 3]
-    sweeps.run_sweep(fake_pair, points, PROMPTS, progress=False, cache=ResultCache(enabled=False))
+    sweeps.run_sweep(fake_pair, points, PROMPTS, progress=False)
     assert calls[1:] == [[2, 4], [3]]  # the default pool (keep=2) cannot hold both
-
-
-def test_cache_key_covers_what_changes_a_measurement(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
-    point = sweeps.k_points([3])[0]
-    base = sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2)
-    digest = ResultCache.digest
-    assert digest(base) == digest(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2))
-    variations = [
-        sweeps.point_cache_key(fake_pair, "GPU", point, PROMPTS, 1, 2),
-        sweeps.point_cache_key(fake_pair, "CPU", sweeps.k_points([4])[0], PROMPTS, 1, 2),
-        sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS[:2], 1, 2),
-        sweeps.point_cache_key(fake_pair, "CPU", point, [dataclasses.replace(PROMPTS[0], text="Other.")] + PROMPTS[1:],
-                               1, 2),
-        sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 3),
-        sweeps.point_cache_key(fake_pair, "CPU", dataclasses.replace(point, pipeline=PipelineSpec(
-            draft_variant="int8")), PROMPTS, 1, 2),
-    ]
-    assert len({digest(key) for key in variations} | {digest(base)}) == len(variations) + 1
-    # what the main model's "f32" means (its exact properties) is part of the key: a change invalidates old points
-    monkeypatch.setattr(sweeps, "main_model_properties", lambda precision: {"KV_CACHE_PRECISION": "u8"})
-    assert digest(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2)) != digest(base)
-    monkeypatch.undo()
-    monkeypatch.setattr(sweeps, "measured_versions", lambda: {"openvino": "0.0"})
-    assert digest(sweeps.point_cache_key(fake_pair, "CPU", point, PROMPTS, 1, 2)) != digest(base)
 
 
 # --------------------------------------------------------------------------- points, prompts, grids, summaries
@@ -274,46 +211,23 @@ def test_recommendations_of_a_fake_sweep() -> None:
     assert by_scope["load: 2 request(s) at once"]["verdict"].startswith("slower")
 
 
-# --------------------------------------------------------------------------- cached step times
-
-
-def test_pair_step_times_are_cached(fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
-    from utils.decoding import step_timing as vc
-
-    calls = []
-
-    def fake(main_dir, draft_dir, device, *, token_counts, context_tokens, repeats, main_precision, draft_precision):
-        calls.append((Path(draft_dir).name, list(token_counts), draft_precision))
-        return ([vc.StepTime("main", count, context_tokens, 10.0 * count, [10.0 * count]) for count in token_counts],
-                vc.StepTime("draft", 1, context_tokens, 4.0, [4.0]))
-
-    monkeypatch.setattr(vc, "measure_pair_step_times", fake)
-    cache = ResultCache()
-    main_steps, draft_step, from_cache = sweeps.cached_pair_step_times(fake_pair, token_counts=[3, 1], cache=cache)
-    assert not from_cache and [step.tokens for step in main_steps] == [1, 3] and draft_step.median_ms == 4.0
-    assert sweeps.cached_pair_step_times(fake_pair, token_counts=[1, 3], cache=cache)[2]  # same key, from cache
-    sweeps.cached_pair_step_times(fake_pair, draft_variant="int8", token_counts=[1, 3], cache=cache)
-    assert calls == [("fake-draft", [1, 3], "f32"), ("fake-draft8", [1, 3], "f32")]
-
-
 # --------------------------------------------------------------------------- real models (small)
 
 OFFLINE = get_pair("offline")
 
 
-def test_real_sweep_of_k_and_of_a_low_threshold(tmp_path: Path, offline_pair) -> None:
-    cache = ResultCache(tmp_path)
+def test_real_sweep_of_k_and_of_a_low_threshold(offline_pair) -> None:
     pool = PipelinePool(OFFLINE)
     prompts = select_prompts(tasks=["code"], length="short", per_task=1)
-    result = sweeps.run_sweep(OFFLINE, sweeps.k_points([2], max_new_tokens=8), prompts, repeats=1, cache=cache,
-                              pool=pool, progress=False)
+    result = sweeps.run_sweep(OFFLINE, sweeps.k_points([2], max_new_tokens=8), prompts, repeats=1, pool=pool,
+                              progress=False)
     row = result.rows()[0]
     assert row["identical"] and row["speedup"] is not None and 0.0 <= row["acceptance_rate"] <= 1.0
     assert 1.0 <= row["tokens_per_pass"] <= 3.0
 
     # A low confidence threshold lets the draft propose several tokens per step (it needs token probabilities).
     low_threshold = sweeps.run_sweep(OFFLINE, sweeps.threshold_points([0.05], max_new_tokens=16), prompts, repeats=1,
-                                     cache=cache, pool=pool, progress=False).rows()[0]
+                                     pool=pool, progress=False).rows()[0]
     assert low_threshold["identical"] and low_threshold["max_tokens_per_pass"] > 2
     pool.release()
 

@@ -1,1 +1,1 @@
-"""Tuning a pair (notebook 05): sweeps, pipeline pools, concurrency, memory, auto-tuners, result cache."""
+"""Tuning a pair (notebook 05): sweeps, pipeline pools, concurrency, memory, auto-tuners."""

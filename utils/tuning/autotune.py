@@ -2,21 +2,18 @@
 
 Measure a probe K, then the most promising values: neighbours of good ones (local search) and Ks whose
 prediction (from the estimated acceptance, calibrated at the nearest measured K) is within `prune_margin`
-of the best. Thresholds get only the local search. `autotune_pair` wires `autotune` to real measurements.
+of the best. Thresholds get only the local search. Notebook 05 wires `autotune` to real measurements.
 """
 from __future__ import annotations
 
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from utils.decoding.decoding_metrics import FASTER, per_token_acceptance, verdict
 from utils.decoding.speedup_model import MeasuredStepTimes
-
-__all__ = ["K_KNOB", "THRESHOLD_KNOB", "Trial", "TuneResult", "autotune", "autotune_pair",
-           "recommendation_rows", "within_tolerance"]
 
 K_KNOB = "num_assistant_tokens"
 THRESHOLD_KNOB = "assistant_confidence_threshold"
@@ -57,18 +54,6 @@ class TuneResult:
         """Candidates never measured (pruned by the model or local search, or cut by the budget)."""
         measured = set(self.measured_values)
         return [value for value in self.candidates if value not in measured]
-
-    def as_dict(self) -> dict:
-        data = asdict(self)
-        data["predictions"] = [[value, prediction] for value, prediction in self.predictions.items()]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TuneResult:
-        data = dict(data)
-        data["trials"] = [Trial(**trial) for trial in data["trials"]]
-        data["predictions"] = {value: prediction for value, prediction in data["predictions"]}
-        return cls(**data)
 
 
 def _check_candidates(knob: str, candidates: Sequence) -> list:
@@ -180,104 +165,6 @@ def autotune(
 def within_tolerance(pick_speedup: float, best_speedup: float, tolerance: float = 0.05) -> bool:
     """True if the pick's speed-up is at least (1 - tolerance) of the best one."""
     return pick_speedup >= (1.0 - tolerance) * best_speedup
-
-
-# --------------------------------------------------------------------------- real measurements
-
-
-def autotune_pair(
-    pair: Any,
-    prompts: Sequence,
-    candidates: Sequence,
-    *,
-    knob: str = K_KNOB,
-    device: str = "CPU",
-    budget_seconds: float = 120.0,
-    max_new_tokens: int = 32,
-    repeats: int = 2,
-    pipeline: Any = None,
-    prune_margin: float = 0.05,
-    cost_model: MeasuredStepTimes | None = None,
-    cache: Any = None,
-    progress: bool = True,
-) -> TuneResult:
-    """Tune K or the threshold for `pair` on `device`, within `budget_seconds` (step timing and loading included).
-
-    Only the final result is cached, so a notebook re-run does not spend the budget again.
-    """
-    from utils.decoding.prompts import as_prompt
-    from utils.decoding.step_timing import measure_pair_step_times, step_time_lookup
-    from utils.tuning.pipeline_pool import PipelinePool, PipelineSpec
-    from utils.tuning.result_cache import ResultCache
-    from utils.tuning.sweeps import check_pair_ready, k_points, measure_point, point_cache_key, threshold_points
-
-    values = _check_candidates(knob, candidates)
-    prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
-    pipeline = pipeline if pipeline is not None else PipelineSpec()
-    make_points = k_points if knob == K_KNOB else threshold_points
-    check_pair_ready(pair, make_points(values[:1], max_new_tokens, pipeline))
-    cache = cache if cache is not None else ResultCache()
-    key = {
-        "kind": "autotune",
-        "knob": knob,
-        "candidates": values,
-        "budget_seconds": budget_seconds,
-        "prune_margin": prune_margin,
-        "cost_model": None if cost_model is None else [cost_model.draft_step_ms,
-                                                       [cost_model.main_step_ms(n) for n in range(1, max(values) + 2)]]
-        if knob == K_KNOB else None,
-        **{name: value for name, value in point_cache_key(pair, device, make_points(values[:1], max_new_tokens,
-                                                                                     pipeline)[0],
-                                                         prompt_list, 1, repeats).items() if name != "kind"},
-    }
-    stored = cache.get(key)
-    if stored is not None:
-        return TuneResult.from_dict(stored)
-
-    started = time.monotonic()
-    if knob == K_KNOB and cost_model is None:
-        main_steps, draft_step = measure_pair_step_times(
-            pair.main.path, pipeline.draft_spec(pair).path, device, token_counts=range(1, max(values) + 2),
-            context_tokens=64, repeats=3, main_precision=pipeline.main_precision,
-            draft_precision=pipeline.draft_precision or pipeline.main_precision, warmup=1)
-        cost_model = MeasuredStepTimes(draft_step.median_ms, step_time_lookup(main_steps))
-    pool = PipelinePool(pair, device)
-    # Load both pipelines and warm them up once (inside the budget, outside the per-trial times).
-    measure_point(pool, make_points([values[0]], max_new_tokens, pipeline)[0], prompt_list[:1], warmup=1, repeats=1)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(values), desc=f"auto-tune {knob}")
-
-    def measure(value: Any) -> Trial:
-        from utils.decoding.generation_reports import repeat_speedups
-        from utils.tuning.sweeps import summarise_records
-
-        began = time.monotonic()
-        point = make_points([value], max_new_tokens, pipeline)[0]
-        records = measure_point(pool, point, prompt_list, warmup=0, repeats=repeats)
-        candidates = [record for record in records if record.mode != "plain"]
-        summary = summarise_records(candidates, value if knob == K_KNOB else None)
-        samples = repeat_speedups([record for record in records if record.mode == "plain"], candidates)
-        if not samples:
-            raise RuntimeError(f"No comparable prompt at {knob}={value}: token counts differed from plain decoding.")
-        speedup = statistics.median(samples)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(f"{knob}={value}: {speedup:.2f}x")
-        return Trial(value, speedup, summary["tokens_per_pass"], time.monotonic() - began)
-
-    remaining = budget_seconds - (time.monotonic() - started)
-    result = autotune(measure, values, knob=knob, cost_model=cost_model, budget_seconds=max(remaining, 1e-6),
-                      prune_margin=prune_margin)
-    result.budget_seconds = budget_seconds
-    result.spent_seconds = time.monotonic() - started
-    if bar is not None:
-        bar.close()
-    pool.release()
-    cache.put(key, result.as_dict())
-    return result
 
 
 # --------------------------------------------------------------------------- theory and recommendations

@@ -1,10 +1,9 @@
 """Several requests at once through the continuous-batching pipeline: throughput under load, and exactness.
 
-`measure_concurrency` caches each level like a sweep point; `batch_exactness` always measures.
+`measure_concurrency` times each level, plain and speculative interleaved; `batch_exactness` checks outputs.
 """
 from __future__ import annotations
 
-import functools
 import statistics
 import time
 from collections.abc import Iterable, Sequence
@@ -15,8 +14,7 @@ from utils.decoding.pipelines import LoadedPipeline, SpeculationSetupError, make
 from utils.decoding.prompts import Prompt, as_prompt
 from utils.models.model_catalogue import ModelPair
 from utils.tuning.pipeline_pool import PipelinePool, PipelineSpec, load_spec_pipeline
-from utils.tuning.result_cache import ResultCache
-from utils.tuning.sweeps import SweepPoint, check_pair_ready, plain_settings_for, point_cache_key, progress_bar
+from utils.tuning.sweeps import SweepPoint, check_pair_ready, plain_settings_for, progress_bar
 
 _DEFAULT_PIPELINE = PipelineSpec()  # frozen, so one shared default is safe
 
@@ -38,7 +36,6 @@ def measure_concurrency(
     device: str = "CPU",
     pipeline: PipelineSpec = _DEFAULT_PIPELINE,
     repeats: int = 2,
-    cache: ResultCache | None = None,
     pool: PipelinePool | None = None,
     progress: bool = True,
 ) -> list[dict]:
@@ -53,44 +50,28 @@ def measure_concurrency(
         raise ValueError(f"concurrencies must be integers >= 1, got {list(concurrencies)}.")
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
     check_pair_ready(pair, [SweepPoint("concurrency", 0, settings, pipeline)])
-    cache = cache if cache is not None else ResultCache()
     pool = pool if pool is not None else PipelinePool(pair, device)
     plain_settings = plain_settings_for(settings)
     bar = progress_bar(len(levels), "concurrent requests", progress)
     rows: list[dict] = []
+    plain = pool.get(pipeline.plain_reference)
+    speculative = pool.get(pipeline)
+    runners = [lambda texts, loaded=loaded, mode_settings=mode_settings: _generate_batch(loaded, texts, mode_settings)
+               for loaded, mode_settings in ((plain, plain_settings), (speculative, settings))]
     for level in levels:
-        batch = [prompt_list[index % len(prompt_list)] for index in range(level)]
-        key = {**point_cache_key(pair, device, SweepPoint("concurrency", level, settings, pipeline), batch, 1, repeats),
-               "kind": "concurrency"}
-
-        def measure(level: int, batch: list[Prompt]) -> list[dict]:
-            plain = pool.get(pipeline.plain_reference)
-            speculative = pool.get(pipeline)
-            texts = [prompt.text for prompt in batch]
-            candidates = (("plain", plain, plain_settings), ("speculative", speculative, settings))
-            runners = [lambda batch_texts, loaded=loaded, mode_settings=mode_settings:
-                       _generate_batch(loaded, batch_texts, mode_settings) for _, loaded, mode_settings in candidates]
-            # a warm-up at this batch size, then plain and speculative alternate
-            (plain_runs,), (speculative_runs,) = interleaved_runs(runners, [texts], repeats=repeats,
-                                                                  show_progress=False)
-            outputs = {"plain": plain_runs.runs[-1].result[1:], "speculative": speculative_runs.runs[-1].result[1:]}
-            measured = []
-            for mode, runs in (("plain", plain_runs), ("speculative", speculative_runs)):
-                tokens, generated = outputs[mode]
-                walls = [run.result[0] for run in runs.runs]
-                median_wall = statistics.median(walls)
-                measured.append({
-                    "concurrency": level, "mode": mode, "latency_seconds": median_wall,
-                    "generated_tokens": tokens, "tokens_per_second": tokens / median_wall,
-                    "wall_seconds_all": walls,
-                    "identical_to_plain": generated == outputs["plain"][1],
-                })
-            return measured
-
         if bar is not None:
             bar.set_postfix_str(f"{level} at once")
-        level_rows, from_cache = cache.get_or_compute(key, functools.partial(measure, level, batch))
-        rows += [{**row, "from_cache": from_cache} for row in level_rows]
+        texts = [prompt_list[index % len(prompt_list)].text for index in range(level)]
+        # a warm-up at this batch size, then plain and speculative alternate
+        (plain_runs,), (speculative_runs,) = interleaved_runs(runners, [texts], repeats=repeats, show_progress=False)
+        outputs = {"plain": plain_runs.runs[-1].result[1:], "speculative": speculative_runs.runs[-1].result[1:]}
+        for mode, runs in (("plain", plain_runs), ("speculative", speculative_runs)):
+            tokens, generated = outputs[mode]
+            walls = [run.result[0] for run in runs.runs]
+            median_wall = statistics.median(walls)
+            rows.append({"concurrency": level, "mode": mode, "latency_seconds": median_wall,
+                         "generated_tokens": tokens, "tokens_per_second": tokens / median_wall,
+                         "wall_seconds_all": walls, "identical_to_plain": generated == outputs["plain"][1]})
         if bar is not None:
             bar.update(1)
     if bar is not None:

@@ -1,10 +1,9 @@
 """Peak resident memory of a pipeline (scheduler cache settings, plain vs speculative), one fresh process each.
 
-Each pipeline gets a child process because peak RSS only grows; rows are cached like sweep points.
+Each pipeline gets a child process because peak RSS only grows.
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import asdict
 
@@ -13,8 +12,7 @@ from utils.decoding.prompts import Prompt, as_prompt
 from utils.models.model_catalogue import ModelPair, get_pair
 from utils.system.peak_memory import current_rss_bytes, measure_in_fresh_process
 from utils.tuning.pipeline_pool import PipelineSpec, load_spec_pipeline
-from utils.tuning.result_cache import ResultCache
-from utils.tuning.sweeps import SweepPoint, check_pair_ready, point_cache_key, progress_bar
+from utils.tuning.sweeps import SweepPoint, check_pair_ready, progress_bar
 
 
 def load_and_generate(pair: str, spec: dict, device: str, settings: dict, texts: list[str]) -> dict:
@@ -37,35 +35,30 @@ def measure_memory(
     settings_by_mode: dict[str, DecodingSettings],
     *,
     device: str = "CPU",
-    cache: ResultCache | None = None,
     progress: bool = True,
     timeout_seconds: float = 600,
 ) -> list[dict]:
     """Peak RSS (VmHWM) and RSS after load/generate of each pipeline in a fresh process, plus weight sizes."""
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
     check_pair_ready(pair, [SweepPoint("memory", 0, settings_by_mode[spec.mode], spec) for spec in specs])
-    cache = cache if cache is not None else ResultCache()
     bar = progress_bar(len(specs), "memory", progress)
     rows = []
     for spec in specs:
         settings = settings_by_mode[spec.mode]
-        key = {**point_cache_key(pair, device, SweepPoint("memory", spec.label, settings, spec), prompt_list, 0, 1),
-               "kind": "memory"}
         arguments = {"pair": pair.name, "spec": asdict(spec), "device": device, "settings": asdict(settings),
                      "texts": [prompt.text for prompt in prompt_list]}
 
         if bar is not None:
             bar.set_postfix_str(spec.label)
-        probe = functools.partial(measure_in_fresh_process, "utils.tuning.pipeline_memory:load_and_generate", arguments,
-                                  timeout=timeout_seconds)
-        measured, from_cache = cache.get_or_compute(key, probe)
+        measured = measure_in_fresh_process("utils.tuning.pipeline_memory:load_and_generate", arguments,
+                                            timeout=timeout_seconds)
         draft = spec.draft_spec(pair)
         weights = (pair.main.path / "openvino_model.bin").stat().st_size
         draft_weights = (draft.path / "openvino_model.bin").stat().st_size if draft else 0
         rows.append({"pipeline": spec.label, "mode": spec.mode,
                      "cache_size_gb": spec.cache_size_gb or "dynamic",
                      "main_weights_mb": weights / 1e6, "draft_weights_mb": draft_weights / 1e6,
-                     **measured, "from_cache": from_cache})
+                     **measured})
         if bar is not None:
             bar.update(1)
     if bar is not None:

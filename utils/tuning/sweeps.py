@@ -1,25 +1,23 @@
-"""Sweeps over speculative-decoding settings: points, grids, the runner and its results, cached on disk.
+"""Sweeps over speculative-decoding settings: points, grids, the runner and its results.
 
 `run_sweep` measures each `SweepPoint` against plain decoding, interleaved (each speed-up is a ratio of runs
-taken side by side), and caches each point under `point_cache_key`; a re-run loads no model.
+taken side by side), all in this process: nothing measured earlier is reused.
 """
 from __future__ import annotations
 
 import functools
-import hashlib
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from utils.decoding import decoding_metrics
 from utils.decoding.generation import DecodingSettings, GenerationRecord, compare_with_plain, measure_side_by_side
 from utils.decoding.generation_reports import repeat_speedups
-from utils.decoding.pipelines import check_draft_folder, check_main_folder, main_model_properties
+from utils.decoding.pipelines import check_draft_folder, check_main_folder
 from utils.decoding.prompts import Prompt, as_prompt, select_prompts
 from utils.models.model_catalogue import ModelPair
 from utils.tuning.pipeline_pool import PipelinePool, PipelineSpec
-from utils.tuning.result_cache import ResultCache, measured_versions, model_fingerprint
 
 _DEFAULT_PIPELINE = PipelineSpec()  # frozen, so one shared default is safe
 
@@ -128,16 +126,6 @@ FULL_GRID = TuningGrid(
 # --------------------------------------------------------------------------- results
 
 
-def _records_or_none(stored: Any) -> list[GenerationRecord] | None:
-    """Records from a cache entry, or None if absent or written by an incompatible version."""
-    if stored is None:
-        return None
-    try:
-        return [GenerationRecord.from_dict(data) for data in stored]
-    except (TypeError, AttributeError):
-        return None
-
-
 def _group_of(record: GenerationRecord, by: str | None, lengths: dict[str, str]) -> str:
     if by is None:
         return "all"
@@ -192,7 +180,6 @@ class PointResult:
 
     point: SweepPoint
     records: list[GenerationRecord]
-    from_cache: bool = False
 
     @property
     def candidate_records(self) -> list[GenerationRecord]:
@@ -246,7 +233,6 @@ class SweepResult:
                     "repeats": len(samples),
                     "slowest_repeat": min(samples, default=None),
                     "fastest_repeat": max(samples, default=None),
-                    "from_cache": result.from_cache,
                 })
         return rows
 
@@ -263,30 +249,6 @@ class SweepResult:
     def speedup_by_value(self, prompt_ids: Sequence[str] | None = None) -> dict[Any, float]:
         """Speed-up over all (or the given) prompts for each swept value."""
         return {row["value"]: row["speedup"] for row in self.rows(None, prompt_ids) if row["speedup"] is not None}
-
-
-def _prompt_key(prompts: Sequence[Prompt]) -> list[list[str]]:
-    return [[prompt.id, hashlib.sha256(prompt.text.encode()).hexdigest()[:12]] for prompt in prompts]
-
-
-def point_cache_key(pair: ModelPair, device: str, point: SweepPoint, prompts: Sequence[Prompt],
-                    warmup: int, repeats: int) -> dict:
-    """Everything that could change a point's measurement."""
-    draft = point.pipeline.draft_spec(pair)
-    return {
-        "kind": "point",
-        "pair": pair.name,
-        "main": [pair.main.folder_name, model_fingerprint(pair.main.path)],
-        "draft": [draft.folder_name, model_fingerprint(draft.path)] if draft else None,
-        "device": device,
-        "pipeline": asdict(point.pipeline),
-        "main_properties": main_model_properties(point.pipeline.main_precision),  # what "f32" means changed once
-        "settings": asdict(point.settings),
-        "prompts": _prompt_key(prompts),
-        "warmup": warmup,
-        "repeats": repeats,
-        "versions": measured_versions(),
-    }
 
 
 def progress_bar(total: int, description: str, enabled: bool):
@@ -359,12 +321,6 @@ def group_points(points: Sequence[SweepPoint], indices: Sequence[int], keep: int
     return groups
 
 
-def measure_point(pool: PipelinePool, point: SweepPoint, prompts: Sequence[Prompt], *, warmup: int = 1,
-                  repeats: int = 2) -> list[GenerationRecord]:
-    """Measure one point and plain decoding side by side (interleaved) and compare them."""
-    return measure_points(pool, [point], prompts, warmup=warmup, repeats=repeats)[0]
-
-
 def run_sweep(
     pair: ModelPair,
     points: Sequence[SweepPoint],
@@ -374,35 +330,20 @@ def run_sweep(
     device: str = "CPU",
     warmup: int = 1,
     repeats: int = 2,
-    cache: ResultCache | None = None,
     pool: PipelinePool | None = None,
     progress: bool = True,
 ) -> SweepResult:
-    """Measure every point against plain decoding, reusing finished points from `cache`.
-
-    Missing points are grouped (`group_points`), measured together and cached one by one.
-    """
+    """Measure every point against plain decoding, in groups `measure_points` can time side by side."""
     if not points:
         raise ValueError("A sweep needs at least one point.")
     prompt_list = [as_prompt(prompt, index) for index, prompt in enumerate(prompts)]
     if not prompt_list:
         raise ValueError("A sweep needs at least one prompt.")
     check_pair_ready(pair, points)
-    cache = cache if cache is not None else ResultCache()
     pool = pool if pool is not None else PipelinePool(pair, device)
-    keys = [point_cache_key(pair, device, point, prompt_list, warmup, repeats) for point in points]
-    results: list[PointResult | None] = []
-    missing: list[int] = []
-    for index, (point, key) in enumerate(zip(points, keys, strict=True)):
-        cached_records = _records_or_none(cache.get(key))
-        results.append(PointResult(point, cached_records, from_cache=True) if cached_records is not None else None)
-        if cached_records is None:
-            missing.append(index)
-    groups = group_points(points, missing, pool.keep)
+    results: list[PointResult | None] = [None] * len(points)
     bar = progress_bar(len(points), f"{name} (points)", progress)
-    if bar is not None:
-        bar.update(len(points) - len(missing))  # read from the cache
-    for members in groups:
+    for members in group_points(points, range(len(points)), pool.keep):
         runs = (1 + len(members)) * len(prompt_list) * repeats
         done = 0
 
@@ -417,39 +358,9 @@ def run_sweep(
         measured = measure_points(pool, [points[index] for index in members], prompt_list, warmup=warmup,
                                   repeats=repeats, progress=functools.partial(report, runs))
         for index, records in zip(members, measured, strict=True):
-            cache.put(keys[index], [record.as_dict() for record in records])
             results[index] = PointResult(points[index], records)
         if bar is not None:
             bar.update(len(members))
     if bar is not None:
         bar.close()
     return SweepResult(name, pair.name, device, [result for result in results if result is not None], prompt_list)
-
-
-# --------------------------------------------------------------------------- cached step times
-
-
-def cached_pair_step_times(pair: ModelPair, device: str = "CPU", *, draft_variant: str | None = None,
-                           token_counts: Iterable[int] = range(1, 12), context_tokens: int = 64, repeats: int = 5,
-                           main_precision: str = "f32", draft_precision: str | None = None,
-                           cache: ResultCache | None = None) -> tuple[list, Any, bool]:
-    """`measure_pair_step_times` cached like sweep points: (main step times, draft step, from_cache)."""
-    from utils.decoding.step_timing import StepTime, measure_pair_step_times
-
-    counts = sorted(set(int(count) for count in token_counts))
-    draft = pair.draft_variant(draft_variant)
-    draft_precision = draft_precision or main_precision
-    cache = cache if cache is not None else ResultCache()
-    key = {"kind": "steps", "main": [pair.main.folder_name, model_fingerprint(pair.main.path)],
-           "draft": [draft.folder_name, model_fingerprint(draft.path)], "device": device, "tokens": counts,
-           "context": context_tokens, "repeats": repeats, "precisions": [main_precision, draft_precision],
-           "main_properties": main_model_properties(main_precision), "versions": measured_versions()}
-
-    def measure() -> dict:
-        main_steps, draft_step = measure_pair_step_times(
-            pair.main.path, draft.path, device, token_counts=counts, context_tokens=context_tokens, repeats=repeats,
-            main_precision=main_precision, draft_precision=draft_precision)
-        return {"main": [step.as_dict() for step in main_steps], "draft": draft_step.as_dict()}
-
-    stored, from_cache = cache.get_or_compute(key, measure)
-    return [StepTime(**data) for data in stored["main"]], StepTime(**stored["draft"]), from_cache

@@ -107,7 +107,7 @@ class TaskTuning:
 
 
 def tune_tasks(pair, splits: Sequence[TaskSplit], points: Sequence[SweepPoint], *, device: str = "CPU",
-               repeats: int = 1, held_out_repeats: int = 2, margin: float = SWITCH_MARGIN, cache=None, pool=None,
+               repeats: int = 1, held_out_repeats: int = 2, margin: float = SWITCH_MARGIN, pool=None,
                progress: bool = True) -> TaskTuning:
     """Measure `points` on each task's tuning prompts, choose per task (`choose`), re-measure on held-out prompts."""
     from utils.tuning.pipeline_pool import PipelinePool
@@ -118,7 +118,7 @@ def tune_tasks(pair, splits: Sequence[TaskSplit], points: Sequence[SweepPoint], 
     pool = pool if pool is not None else PipelinePool(pair, device, keep=3)
     tune_prompts = [prompt for split in splits for prompt in split.tune]
     tuned = run_sweep(pair, points, tune_prompts, name="tuner: candidates", device=device, repeats=repeats,
-                      cache=cache, pool=pool, progress=progress)
+                      pool=pool, progress=progress)
     rows_by_task: dict[str, list[dict]] = {}
     for row in tuned.rows(by="task"):
         rows_by_task.setdefault(row["group"], []).append(row)
@@ -139,7 +139,7 @@ def tune_tasks(pair, splits: Sequence[TaskSplit], points: Sequence[SweepPoint], 
         held_out = [prompt for split in splits for prompt in split.held_out
                     if split.task in {choice.task for choice in chosen_by}]
         checked = run_sweep(pair, [point], held_out, name=f"tuner: held-out check of {describe(point)}",
-                            device=device, repeats=held_out_repeats, cache=cache, pool=pool, progress=progress)
+                            device=device, repeats=held_out_repeats, pool=pool, progress=progress)
         for row in checked.rows(by="task"):
             for choice in chosen_by:
                 if choice.task == row["group"]:
