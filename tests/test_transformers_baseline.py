@@ -8,10 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from utils.decoding.generation import DecodingSettings, compare_with_plain
-from utils.decoding.pipelines import SpeculationSetupError
+from utils.decoding.pipelines import DEFAULT_NUM_ASSISTANT_TOKENS, SpeculationSetupError
 from utils.decoding.prompts import get_prompt
 from utils.decoding.transformers_baseline import (
-    UPPER_BOUND_DRAFT_TOKENS,
     configure_draft,
     generate_arguments,
     load_transformers_models,
@@ -36,20 +35,22 @@ def test_generate_arguments_mirror_the_settings() -> None:
     assert (lookup["prompt_lookup_num_tokens"], lookup["max_matching_ngram_size"]) == (5, 2)
     speculative = generate_arguments(models, DecodingSettings("speculative"))
     assert speculative["assistant_model"] is models.draft
-    sampled = generate_arguments(models, DecodingSettings(do_sample=True, temperature=0.7, top_k=0, ignore_eos=True))
-    assert sampled["temperature"] == 0.7 and sampled["top_k"] is None and sampled["min_new_tokens"] == 64
+    for unsupported in (DecodingSettings(do_sample=True), DecodingSettings(ignore_eos=True),
+                        DecodingSettings("speculative", assistant_confidence_threshold=0.3)):
+        with pytest.raises(SpeculationSetupError, match="greedily with a fixed K"):
+            generate_arguments(models, unsupported)
     with pytest.raises(SpeculationSetupError, match="draft=None"):
         generate_arguments(fake_models(draft=False), DecodingSettings("speculative"))
 
 
-def test_configure_draft_sets_k_or_threshold_where_transformers_reads_them() -> None:
+def test_configure_draft_sets_a_fixed_k_where_transformers_reads_it() -> None:
     models = fake_models()
     configure_draft(models, DecodingSettings("speculative", num_assistant_tokens=4))
     config = models.draft.generation_config
     assert (config.num_assistant_tokens, config.assistant_confidence_threshold,
             config.num_assistant_tokens_schedule) == (4, 0.0, "constant")
-    configure_draft(models, DecodingSettings("speculative", assistant_confidence_threshold=0.3))
-    assert (config.num_assistant_tokens, config.assistant_confidence_threshold) == (UPPER_BOUND_DRAFT_TOKENS, 0.3)
+    configure_draft(models, DecodingSettings("speculative"))
+    assert config.num_assistant_tokens == DEFAULT_NUM_ASSISTANT_TOKENS
 
 
 def test_bad_arguments(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from utils.decoding.prompts import Prompt, as_prompt
 from utils.paths import models_dir
 
 HF_FOLDER_NAME = "smollm2-135m-instruct-hf"
-UPPER_BOUND_DRAFT_TOKENS = 20  # transformers' cap when a confidence threshold decides the draft length
 
 
 def default_hf_folder() -> Path:
@@ -116,18 +115,16 @@ def _dynamic_int8_copy(folder: Path) -> Any:
 
 
 def generate_arguments(models: TransformersModels, settings: DecodingSettings) -> dict:
-    """Keyword arguments for `model.generate` that mirror `settings` (greedy/sampling, K, threshold, n-gram)."""
+    """Keyword arguments for `model.generate` that mirror `settings`: greedy, a fixed K, or an n-gram size."""
+    if settings.do_sample or settings.ignore_eos or settings.assistant_confidence_threshold is not None:
+        raise SpeculationSetupError("The transformers side of notebook 03 decodes greedily with a fixed K: leave "
+                                    "do_sample, ignore_eos and assistant_confidence_threshold at their defaults.")
     arguments: dict[str, Any] = {
         "max_new_tokens": settings.max_new_tokens,
-        "do_sample": settings.do_sample,
+        "do_sample": False,
         "num_beams": settings.num_beams,
         "pad_token_id": models.tokenizer.pad_token_id or models.tokenizer.eos_token_id,
     }
-    if settings.ignore_eos:
-        arguments["min_new_tokens"] = settings.max_new_tokens
-    if settings.do_sample:
-        arguments.update(temperature=settings.temperature, top_p=settings.top_p,
-                         top_k=settings.top_k if settings.top_k > 0 else None)
     if settings.mode == "speculative":
         if models.draft is None:
             raise SpeculationSetupError("These transformers models were loaded with draft=None; load a draft.")
@@ -139,19 +136,12 @@ def generate_arguments(models: TransformersModels, settings: DecodingSettings) -
 
 
 def configure_draft(models: TransformersModels, settings: DecodingSettings) -> None:
-    """Set K or the confidence threshold where transformers reads them: the draft's own generation_config.
-
-    A fixed K needs the constant schedule and no cut-off: transformers otherwise adapts K and stops drafting below
-    0.4 confidence by default.
-    """
+    """Set K where transformers reads it, the draft's own generation_config: a constant schedule and no confidence
+    cut-off (transformers otherwise adapts K and stops drafting below 0.4 confidence)."""
     config = models.draft.generation_config
     config.num_assistant_tokens_schedule = "constant"
-    if settings.num_assistant_tokens is not None:
-        config.num_assistant_tokens = settings.num_assistant_tokens
-        config.assistant_confidence_threshold = 0.0
-    else:
-        config.num_assistant_tokens = UPPER_BOUND_DRAFT_TOKENS
-        config.assistant_confidence_threshold = settings.assistant_confidence_threshold
+    config.num_assistant_tokens = settings.num_assistant_tokens  # DecodingSettings resolves the default K
+    config.assistant_confidence_threshold = 0.0
 
 
 def _encode(models: TransformersModels, text: str, apply_chat_template: bool) -> Any:
@@ -198,8 +188,6 @@ def run_transformers_prompt(models: TransformersModels, prompt: Prompt | str, se
     steps = _StepSizes()
     hook = models.main.register_forward_hook(count_pass)
     try:
-        if settings.do_sample:
-            torch.manual_seed(settings.rng_seed)
         with torch.inference_mode(), _quiet_transformers():
             started = time.perf_counter()
             output = models.main.generate(**inputs, **arguments, streamer=steps)
