@@ -99,3 +99,10 @@ def test_the_command_dies_when_its_parent_is_killed() -> None:
             middle.stdout.close()
         if child_pid is not None and not child_gone:
             os.kill(child_pid, signal.SIGKILL)  # the test failed and the command still runs: end it
+
+
+@pytest.mark.parametrize("arguments", [[], ["12x", "true"], [str(os.getpid())]])
+def test_a_launcher_called_without_a_parent_id_and_a_command_prints_its_usage(arguments: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-I", die_with_parent.__file__, *arguments], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("usage:")

@@ -9,7 +9,7 @@ from utils.training import draft_evaluation as dev
 from utils.training import draft_export as dx
 
 
-def test_verdicts_follow_the_one_rule_over_repeats_and_flag_noise() -> None:
+def test_verdicts_follow_the_one_rule_over_repeats_and_say_when_the_formula_misses() -> None:
     theory = [{"K": 1, "a_K": 0.03, "with_verification_cost": 0.85},
               {"K": 2, "a_K": 0.25, "with_verification_cost": 0.97},
               {"K": 3, "a_K": 0.25, "with_verification_cost": 1.0}]
@@ -17,9 +17,17 @@ def test_verdicts_follow_the_one_rule_over_repeats_and_flag_noise() -> None:
             {"K": 1, "speedup": 1.12, "repeat_speedups": [1.10, 1.12, 1.15]},
             {"K": 2, "speedup": 0.95, "repeat_speedups": [0.93, 0.95, 0.99]}]
     first, second, third = dev.speedup_verdicts(theory, rows)
-    assert "1.12x [1.10x-1.15x] (faster)" in first and "noise" in first and "0.85x" in first
-    assert "(slower)" in second and "noise" not in second
-    assert "(no clear difference)" in third and "noise" not in third
+    assert "1.12x [1.10x-1.15x] (faster)" in first and "0.85x" in first
+    assert "the repeats agree (1.10x-1.15x), so the formula misses" in first and "timing noise" not in first
+    assert "(slower)" in second and "misses" not in second and "noise" not in second
+    assert "(no clear difference)" in third and "misses" not in third and "noise" not in third
+
+
+def test_a_gap_is_blamed_on_noise_only_when_the_repeats_spread_as_widely() -> None:
+    theory = [{"K": 2, "a_K": 0.5, "with_verification_cost": 1.0}]
+    spread = [{"K": 2, "speedup": 1.25, "repeat_speedups": [0.95, 1.25, 1.4]}]   # straddles the prediction
+    (sentence,) = dev.speedup_verdicts(theory, spread)
+    assert "likely timing noise: raise REPEATS" in sentence and "misses" not in sentence
 
 
 def test_trimmed_draft_runs_in_openvino_genai_and_keeps_the_output(offline_pair, tmp_path: Path) -> None:

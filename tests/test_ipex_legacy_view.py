@@ -102,3 +102,13 @@ def test_a_file_where_the_folder_should_be_is_named_as_such(tmp_path: Path) -> N
     blocker.write_text("not a folder")
     with pytest.raises(LegacyViewError, match="is a file, not a folder"):
         check_hf_folder(blocker)
+
+
+def test_a_link_to_a_file_the_source_no_longer_has_is_removed(tmp_path: Path) -> None:
+    source = hf_folder(tmp_path / "hf")
+    (source / "generation_config.json").write_text("{}")
+    view = legacy_model_view(source, tmp_path / "view")
+    (source / "generation_config.json").unlink()
+    legacy_model_view(source, view)
+    assert not (view / "generation_config.json").is_symlink()
+    assert (view / "model.safetensors").is_symlink()

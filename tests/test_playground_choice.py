@@ -225,3 +225,8 @@ def test_the_cache_loads_a_choice_with_its_folders_and_warms_it_up_once(register
 def test_an_unknown_precision_is_refused_before_any_pipeline_loads() -> None:
     with pytest.raises(InputError, match="precision must be one of"):
         PlaygroundChoice("hi", precision="fp64").settings()
+
+
+def test_a_draft_variant_the_pair_does_not_have_is_refused_before_any_folder_is_read(registered_pair: ModelPair) -> None:
+    with pytest.raises(InputError, match="draft_variant 'int3' is not a draft of pair 'fake': choose one of 'default'"):
+        PlaygroundChoice("hi", pair="fake", draft_variant="int3").check_ranges()

@@ -79,6 +79,11 @@ class PlaygroundChoice:
         if self.mode not in modes:
             raise InputError(f"mode must be one of {', '.join(map(repr, modes))}, got {self.mode!r}: choose one of them.")
         check_playground_pair(self.pair)
+        variants = get_pair(self.pair).alternative_drafts
+        if self.draft_variant != DEFAULT_DRAFT_VARIANT and self.draft_variant not in variants:
+            choices = ", ".join(map(repr, [DEFAULT_DRAFT_VARIANT, *sorted(variants)]))
+            raise InputError(f"draft_variant {self.draft_variant!r} is not a draft of pair {self.pair!r}: choose one of "
+                             f"{choices}.")
         if self.precision not in PRECISIONS:
             raise InputError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {self.precision!r}: "
                              "choose one of them.")

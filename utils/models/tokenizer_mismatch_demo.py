@@ -44,10 +44,6 @@ def make_mismatched_draft(source_folder: Path | str, destination: Path | str,
                           kept_merges_fraction: float = 0.5) -> Path:
     """Copy OpenVINO folder `source_folder` to `destination`, tokenizers rebuilt from `kept_merges_fraction` of merges
     (1.0: the same tokenizer, a control). Written atomically; skipped when up to date."""
-    import openvino as ov
-    from openvino_tokenizers import convert_tokenizer
-    from transformers import AutoTokenizer
-
     source = check_model_folder(source_folder, "source model")
     destination = Path(destination).expanduser()
     if destination.resolve() == source.resolve():
@@ -61,6 +57,10 @@ def make_mismatched_draft(source_folder: Path | str, destination: Path | str,
               "openvino_tokenizers": importlib.metadata.version("openvino-tokenizers")}
     if is_up_to_date(destination, recipe):
         return destination
+    import openvino as ov  # the heavy imports only once the input is checked and the work is needed
+    from openvino_tokenizers import convert_tokenizer
+    from transformers import AutoTokenizer
+
     with atomic_folder(destination, recipe) as work:
         shutil.copytree(source, work, dirs_exist_ok=True, copy_function=_link_or_copy,
                         ignore=lambda _folder, names: [name for name in names if name in NOT_COPIED])

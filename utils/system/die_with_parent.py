@@ -29,6 +29,9 @@ def die_with_parent_command(command: list[str]) -> list[str]:
 def _main(argv: list[str]) -> None:
     import ctypes
 
+    if len(argv) < 2 or not argv[0].isdigit():
+        sys.stderr.write("usage: python die_with_parent.py PARENT_PID COMMAND [ARGUMENTS...]\n")
+        sys.exit(2)
     parent_pid, command = int(argv[0]), argv[1:]
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:

@@ -92,8 +92,9 @@ def prepare_eagle3_head(settings: Eagle3Settings, main: MainModel, device: str =
 
 def tree_mode_differences(main_dir: Path, head_dir: Path, prompts: Sequence[Any], max_new_tokens: int,
                           branching_factor: int = 2, tree_depth: int = 3, device: str = "CPU") -> list[dict]:
-    """Per KV-cache setting (GenAI's default, f32): prompts (`id`, `text`) whose tree-mode output differs from the
-    exact f32 main's plain greedy output, and tokens per main pass. Only `KV_CACHE_PRECISION` changes."""
+    """Prompts (`id`, `text`) whose output differs from the exact f32 main's plain greedy output, and tokens per main
+    pass, for three runs that change one thing at a time: chain mode (K = `tree_depth`) with GenAI's default KV cache,
+    tree mode with the default KV cache, tree mode with an f32 KV cache."""
     import openvino_genai
 
     from utils.decoding.decoding_metrics import tokens_per_main_pass
@@ -102,30 +103,33 @@ def tree_mode_differences(main_dir: Path, head_dir: Path, prompts: Sequence[Any]
 
     check_exported_head(Path(head_dir), Path(main_dir))
     exact = main_model_properties("f32")
-    settings = {"default KV cache": {k: v for k, v in exact.items() if k != "KV_CACHE_PRECISION"},
-                "f32 KV cache": exact}
+    default_kv = {k: v for k, v in exact.items() if k != "KV_CACHE_PRECISION"}
     plain = openvino_genai.LLMPipeline(str(main_dir), device, scheduler_config=make_scheduler_config(), **exact)
     plain_config = openvino_genai.GenerationConfig(max_new_tokens=max_new_tokens)
     references = {prompt.id: plain.generate(prompt.text, plain_config) for prompt in prompts}
     del plain
+    chain_config = openvino_genai.GenerationConfig(max_new_tokens=max_new_tokens, num_assistant_tokens=tree_depth)
     tree_config = openvino_genai.GenerationConfig(max_new_tokens=max_new_tokens, branching_factor=branching_factor,
                                                   tree_depth=tree_depth)
+    runs = [("chain", "default", chain_config, default_kv), ("tree", "default", tree_config, default_kv),
+            ("tree", "f32", tree_config, exact)]
     rows = []
-    for label, properties in settings.items():
+    for mode, kv_cache, config, properties in runs:
         draft = openvino_genai.draft_model(str(head_dir), device, INFERENCE_PRECISION_HINT="f32")
         pipeline = openvino_genai.LLMPipeline(str(main_dir), device, scheduler_config=make_scheduler_config(),
                                               draft_model=draft, **properties)
         differing, passes = [], []
         for prompt in prompts:
-            result = pipeline.generate([prompt.text], tree_config)
+            result = pipeline.generate([prompt.text], config)
             if result.texts[0] != str(references[prompt.id]):
                 differing.append(prompt.id)
             steps = [int(n) for n in result.extended_perf_metrics.main_model_metrics.raw_metrics.m_batch_sizes]
             value = tokens_per_main_pass(steps) if steps else None
             if value is not None:
                 passes.append(value)
-        rows.append({"KV cache": label, "outputs differing from plain": f"{len(differing)}/{len(prompts)}",
-                     "differing": differing, "tokens per main pass": sum(passes) / len(passes) if passes else None})
+        rows.append({"mode": mode, "KV cache": kv_cache,
+                     "outputs differing from plain": f"{len(differing)}/{len(prompts)}", "differing": differing,
+                     "tokens per main pass": sum(passes) / len(passes) if passes else None})
         del pipeline, draft
     return rows
 
