@@ -51,11 +51,11 @@ def test_theory_draws_measurement_and_every_prediction() -> None:
     theory = theory_rows(k_rows, MeasuredStepTimes(2.0, lambda n: 10.0 + n))
     figure = tuning_plots.plot_theory(theory)
     left = figure.axes[0]
-    for key, label in (("measured", "measured"), ("leviathan", "Leviathan, a_K and c"),
-                       ("leviathan_pooled_a", "Leviathan, one a for all K"),
-                       ("with_verification_cost", "with measured verification cost")):
+    for key, label in (("measured", "measured speed-up"), ("leviathan", "predicted (Leviathan)"),
+                       ("leviathan_pooled_a", "predicted (Leviathan), one a for all K"),
+                       ("with_verification_cost", "predicted (step times)")):
         assert lines(left)[label] == ([1, 2, 4], pytest.approx([row[key] for row in theory]))
-    assert lines(left)["measured"][1] == pytest.approx([1.1, 1.2, 1.4])
+    assert lines(left)["measured speed-up"][1] == pytest.approx([1.1, 1.2, 1.4])
 
 
 def test_a_figure_is_saved_where_figures_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

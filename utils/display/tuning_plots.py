@@ -53,10 +53,10 @@ def plot_theory(rows: Sequence[dict]):
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
     ks = [row["K"] for row in rows]
-    series = (("measured", "measured", "o", "-"),
-              ("leviathan", "Leviathan, a_K and c", "s", "--"),
-              ("leviathan_pooled_a", "Leviathan, one a for all K", "^", ":"),
-              ("with_verification_cost", "with measured verification cost", "D", "-."))
+    series = (("measured", "measured speed-up", "o", "-"),   # the glossary's names
+              ("leviathan", "predicted (Leviathan)", "s", "--"),
+              ("leviathan_pooled_a", "predicted (Leviathan), one a for all K", "^", ":"),
+              ("with_verification_cost", "predicted (step times)", "D", "-."))
     for key, label, marker, style in series:
         left.plot(ks, [row[key] for row in rows], marker=marker, linestyle=style, label=label)
     _plain_line(left)
