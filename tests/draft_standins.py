@@ -37,17 +37,11 @@ def pattern_data(samples: int = 12, with_teacher: bool = False) -> TrainingData:
                               user_text=f"prompt {index // 2}", token_ids=prefix + body + [2], loss_start=3,
                               answer_start=6))
     data = TrainingData(rows, stats={"tokens_generated": 0})
-    if with_teacher:
-        total = sum(len(s.token_ids) for s in rows)
-        ids = np.zeros((total, 2), dtype=np.int32)
-        logprobs = np.log(np.tile(np.array([[0.9, 0.1]], dtype=np.float16), (total, 1)))
-        position = 0
-        for sample in rows:
-            for j, _ in enumerate(sample.token_ids):
-                following = sample.token_ids[j + 1] if j + 1 < len(sample.token_ids) else 2
-                ids[position] = [following, 10]
-                position += 1
-        data.teacher_ids, data.teacher_logprobs = ids, logprobs.astype(np.float16)
+    if with_teacher:  # per sample: the next token first (0.9), then token 10 (0.1)
+        data.teacher_ids = [np.array([[following, 10] for following in sample.token_ids[1:] + [2]], dtype=np.int32)
+                            for sample in rows]
+        data.teacher_logprobs = [np.log(np.tile(np.array([[0.9, 0.1]]), (len(sample.token_ids), 1))).astype(np.float16)
+                                 for sample in rows]
     return data
 
 

@@ -1,5 +1,5 @@
 """Tests for utils.training.draft_data without the real main model: the teacher's top-k from a tiny OpenVINO graph
-whose logits depend only on the current token, the positions' offsets, reading a data folder back, and what
+whose logits depend only on the current token, reading a data folder back (the teacher split per sample), and what
 `prepare_training_data` adds to the folder the scaffold writes.
 
 These tests load no real model and train nothing, so they run in the quick tier: the explicit mark below overrides
@@ -20,7 +20,6 @@ from draft_standins import tiny_settings
 from utils.training import draft_data
 from utils.training.draft_data import (
     TEACHER_FILE,
-    TrainingData,
     load_training_data,
     prepare_training_data,
     teacher_top_k,
@@ -65,13 +64,12 @@ def expected_top_k(token_ids: list[int], k: int) -> tuple[np.ndarray, np.ndarray
 
 def test_the_teachers_top_k_covers_every_position_in_sample_order(lookup_main: Path) -> None:
     samples = [sample(0, [1, 2, 3, 4, 5]), sample(1, [6, 7]), sample(2, [8, 0, 3])]
-    ids, logprobs, seconds = teacher_top_k(lookup_main, samples, top_k=3, show_progress=False, batch_tokens=6)
+    ids, logprobs = teacher_top_k(lookup_main, samples, top_k=3, show_progress=False, batch_tokens=6)
     positions = [token for item in samples for token in item.token_ids]
     expected_ids, expected_logprobs = expected_top_k(positions, 3)
     assert ids.shape == (len(positions), 3) and ids.dtype == np.int32 and logprobs.dtype == np.float16
     np.testing.assert_array_equal(ids, expected_ids)
     np.testing.assert_allclose(logprobs.astype(np.float64), expected_logprobs, atol=2e-3)
-    assert seconds >= 0.0
 
 
 def test_padding_and_batching_do_not_change_the_teacher(lookup_main: Path) -> None:
@@ -80,12 +78,6 @@ def test_padding_and_batching_do_not_change_the_teacher(lookup_main: Path) -> No
     together = teacher_top_k(lookup_main, samples, top_k=2, show_progress=False, batch_tokens=1000)
     np.testing.assert_array_equal(alone[0], together[0])
     np.testing.assert_array_equal(alone[1], together[1])
-
-
-def test_offsets_are_where_each_sample_starts_in_the_concatenated_positions() -> None:
-    data = TrainingData([sample(0, [1, 2, 3]), sample(1, [4, 5, 6, 7, 8]), sample(2, [9, 9])])
-    assert data.offsets == [0, 3, 8]
-    assert TrainingData([]).offsets == []
 
 
 def test_a_data_folder_reads_back_with_and_without_the_teacher(tmp_path: Path) -> None:
@@ -97,10 +89,10 @@ def test_a_data_folder_reads_back_with_and_without_the_teacher(tmp_path: Path) -
     ids = np.arange(10, dtype=np.int32).reshape(5, 2)
     logprobs = -np.ones((5, 2), dtype=np.float16)
     np.savez(tmp_path / TEACHER_FILE, ids=ids, logprobs=logprobs)
-    with_teacher = load_training_data(tmp_path)
-    np.testing.assert_array_equal(with_teacher.teacher_ids, ids)
-    assert with_teacher.teacher_logprobs.dtype == np.float16 and with_teacher.teacher_ids.shape[0] == sum(
-        len(item.token_ids) for item in with_teacher.samples)
+    with_teacher = load_training_data(tmp_path)  # one [length, k] array per sample, in sample order
+    assert [len(part) for part in with_teacher.teacher_ids] == [len(item.token_ids) for item in samples]
+    np.testing.assert_array_equal(np.concatenate(with_teacher.teacher_ids), ids)
+    assert all(part.dtype == np.float16 for part in with_teacher.teacher_logprobs)
 
 
 class ScaffoldRecorder:
@@ -111,9 +103,8 @@ class ScaffoldRecorder:
         self.calls: list[dict[str, Any]] = []
         self.stats: dict = {}
 
-    def __call__(self, settings, main, folder, device, force, show_progress, code, extra) -> Path:
-        self.calls.append({"settings": settings, "main": main, "folder": folder, "device": device, "force": force,
-                           "code": code})
+    def __call__(self, settings, main, folder, device, show_progress, code, extra) -> Path:
+        self.calls.append({"settings": settings, "main": main, "folder": folder, "device": device, "code": code})
         extra(self.samples, self.work, self.stats)
         return folder
 
@@ -126,20 +117,20 @@ def test_preparing_the_data_adds_the_teachers_top_k_and_counts_the_scored_tokens
 
     def fake_teacher(folder: Path, given: list[Sample], top_k: int, device: str, show_progress: bool) -> tuple:
         teacher_calls.append((folder, given, top_k, device))
-        return np.zeros((7, top_k), np.int32), np.zeros((7, top_k), np.float16), 1.25
+        return np.zeros((7, top_k), np.int32), np.zeros((7, top_k), np.float16)
 
     monkeypatch.setattr(draft_data, "write_samples", writer)
     monkeypatch.setattr(draft_data, "teacher_top_k", fake_teacher)
     main = MainModel(tmp_models_dir / "main-ov", tmp_models_dir / "smollm2-135m-instruct-hf")
     settings = tiny_settings(teacher_top_k=4)
-    folder = prepare_training_data(settings, main, device="GPU", force=True, show_progress=False)
+    folder = prepare_training_data(settings, main, device="GPU", show_progress=False)
     assert folder == tmp_models_dir / "smollm2-135m-selfdraft-tiny-data"
-    assert writer.calls == [{"settings": settings, "main": main, "folder": folder, "device": "GPU", "force": True,
+    assert writer.calls == [{"settings": settings, "main": main, "folder": folder, "device": "GPU",
                              "code": ("utils.training.draft_data",)}]
     assert teacher_calls == [(main.openvino, samples, 4, "GPU")]
     with np.load(tmp_path / TEACHER_FILE) as saved:
         assert saved["ids"].shape == (7, 4)
-    assert writer.stats == {"teacher_seconds": 1.25, "training_tokens": (4 - 1) + (3 - 2)}
+    assert writer.stats["teacher_seconds"] >= 0 and writer.stats["training_tokens"] == (4 - 1) + (3 - 2)
     json.dumps(writer.stats)  # the stats file is JSON
 
 

@@ -19,19 +19,6 @@ from utils.training import draft_train as dtr  # noqa: E402
 from utils.training.scaffold import save_samples  # noqa: E402
 
 
-def test_vocabulary_subset_round_trips_and_flags_missing_tokens() -> None:
-    subset = dm.VocabularySubset.from_token_ids([7, 3, 3, 12, 39], VOCAB)
-    assert subset.global_ids.tolist() == [3, 7, 12, 39] and len(subset) == 4 and subset.vocab_size == VOCAB
-    ids = torch.tensor([[12, 3], [39, 7]])
-    assert torch.equal(subset.to_global(subset.to_local(ids)), ids)
-    assert subset.to_local_or_missing(torch.tensor([5, 7])).tolist() == [-1, 1]
-    with pytest.raises(ds.TrainingError):
-        subset.to_local(torch.tensor([5]))
-    with pytest.raises(ds.TrainingError):
-        dm.VocabularySubset.from_token_ids([VOCAB], VOCAB)
-    assert len(dm.VocabularySubset.full(VOCAB)) == VOCAB
-
-
 def test_projected_embeddings_keep_dot_products_better_than_a_random_projection() -> None:
     torch.manual_seed(0)
     main = torch.randn(VOCAB, 16) @ torch.diag(torch.linspace(3, 0.1, 16))
@@ -47,52 +34,64 @@ def test_projected_embeddings_keep_dot_products_better_than_a_random_projection(
         dm.projected_embeddings(main, 32)
 
 
+def local_ids(kept: torch.Tensor) -> torch.Tensor:
+    """Token id -> the compact draft's id (-1 outside `kept`), as `prepare_trained_draft` builds it."""
+    local = torch.full((VOCAB,), -1, dtype=torch.int64)
+    local[kept] = torch.arange(len(kept))
+    return local
+
+
 def test_tiny_draft_shares_vocabulary_and_special_tokens_with_the_main() -> None:
     config = tiny_main_config()
     settings = tiny_settings()
     initial = dm.projected_embeddings(torch.randn(VOCAB, 16), settings.hidden_size)
-    subset = dm.VocabularySubset.from_token_ids([2, 5, 9, 20], VOCAB)
-    compact = dm.build_draft(config, initial, settings, subset)
+    kept = torch.tensor([2, 5, 9, 20])
+    compact = dm.build_draft(config, initial, settings, kept)
     assert compact.config.vocab_size == 4
-    assert torch.equal(compact.get_input_embeddings().weight, initial[subset.global_ids])
+    assert torch.equal(compact.get_input_embeddings().weight, initial[kept])
     assert compact.get_output_embeddings().weight.data_ptr() == compact.get_input_embeddings().weight.data_ptr()
+    up_proj = compact.model.layers[0].mlp.up_proj.weight.detach().clone()
     with torch.no_grad():
         compact.get_input_embeddings().weight.add_(1.0)  # pretend training changed the used rows
-    full = dm.expand_vocabulary(compact, subset, initial, config, settings)
+    full = dm.expand_vocabulary(compact, kept, initial, settings)
     assert full.config.vocab_size == VOCAB
     assert (full.config.bos_token_id, full.config.eos_token_id, full.config.pad_token_id) == (1, 2, 2)
     weights = full.get_input_embeddings().weight
-    assert torch.allclose(weights[subset.global_ids], initial[subset.global_ids] + 1.0)
+    assert torch.allclose(weights[kept], initial[kept] + 1.0)
     unused = torch.tensor([0, 1, 3, 39])
     assert torch.allclose(weights[unused], initial[unused] * settings.unused_token_scale)
     assert full.get_output_embeddings().weight.data_ptr() == weights.data_ptr()
-    assert torch.equal(full.model.layers[0].mlp.up_proj.weight, compact.model.layers[0].mlp.up_proj.weight)
+    assert full.get_output_embeddings().weight.shape == (VOCAB, settings.hidden_size)
+    assert torch.equal(full.model.layers[0].mlp.up_proj.weight, up_proj)
 
 
 def test_batch_scores_only_main_written_tokens_with_aligned_teacher() -> None:
     data = pattern_data(4, with_teacher=True)
-    subset = dm.data_vocabulary(data, VOCAB)
-    batch = dtr.draft_batch(data, [0, 1], subset, data.offsets)
+    kept = dm.data_vocabulary(data, VOCAB)
+    local = local_ids(kept)
+    batch = dtr.draft_batch(data, [0, 1], local)
     for row, index in enumerate([0, 1]):
-        tokens = data.samples[index].token_ids
-        columns = batch.loss_columns[batch.loss_rows == row]
-        assert columns[0] == data.samples[index].loss_start - 1 and columns[-1] == len(tokens) - 2
-        assert batch.target_token_ids[batch.loss_rows == row].tolist() == tokens[data.samples[index].loss_start:]
-    assert torch.equal(subset.to_global(batch.targets), batch.target_token_ids)
+        sample = data.samples[index]
+        scored = (batch["labels"][row] >= 0).nonzero().flatten()
+        assert scored[0] == sample.loss_start - 1 and scored[-1] == len(sample.token_ids) - 2
+        assert kept[batch["labels"][row][scored]].tolist() == sample.token_ids[sample.loss_start:]
+    scored = batch["labels"] >= 0
     # the teacher's first choice was written as "the next token" at every position
-    assert torch.equal(batch.teacher_ids[:, 0], batch.targets)
-    answers = dtr.draft_batch(data, [0], subset, data.offsets, answers_only=True)
-    assert answers.target_token_ids.tolist() == data.samples[0].token_ids[data.samples[0].answer_start:]
+    assert torch.equal(batch["teacher_ids"][scored][:, 0], batch["labels"][scored])
+    answers = dtr.draft_batch(data, [0], local, answers_only=True)
+    assert kept[answers["labels"][answers["labels"] >= 0]].tolist() == \
+        data.samples[0].token_ids[data.samples[0].answer_start:]
 
 
 def test_a_few_training_steps_decrease_the_loss_and_raise_agreement() -> None:
     data = pattern_data(16, with_teacher=True)
     settings = tiny_settings(hidden_size=16, teacher_top_k=2, distill_weight=0.5, epochs=40.0)
-    subset = dm.data_vocabulary(data, VOCAB)
+    kept = dm.data_vocabulary(data, VOCAB)
+    local = local_ids(kept)
     initial = dm.projected_embeddings(torch.randn(VOCAB, 16) * 0.1, settings.hidden_size)
-    draft = dm.build_draft(tiny_main_config(), initial, settings, subset)
-    before = dtr.greedy_agreement(draft, data, range(len(data.samples)), subset)
-    history = dtr.train_draft(draft, data, subset, settings, held_out=[0, 1], show_progress=False)
+    draft = dm.build_draft(tiny_main_config(), initial, settings, kept)
+    before = dtr.greedy_agreement(draft, data, range(len(data.samples)), local)
+    history = dtr.train_draft(draft, data, local, settings, train=range(2, 16), held_out=[0, 1], show_progress=False)
     first, last = np.mean(history.loss[:5]), np.mean(history.loss[-5:])
     assert last < 0.5 * first
     assert history.evaluations[-1]["agreement"] > max(before, 0.5)
@@ -121,17 +120,17 @@ def test_a_finished_draft_is_reused_and_retrained_only_when_settings_change(
         save_samples(data.samples, work, data.stats)
 
     calls = []
-    real_train = dtr.train_full_draft
+    real_train = dtr.train_draft
 
     def counting_train(*args, **kwargs):
         calls.append(1)
         return real_train(*args, **kwargs)
 
-    monkeypatch.setattr(dtr, "train_full_draft", counting_train)
+    monkeypatch.setattr(dtr, "train_draft", counting_train)
     folder = dtr.prepare_trained_draft(settings, main, show_progress=False)
     assert folder == tmp_path / "tiny-selfdraft-tiny-hf"
     assert len(calls) == 1 and (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
-    assert json.loads((folder / dtr.VOCABULARY_FILE).read_text()) == dm.data_vocabulary(data, VOCAB).global_ids.tolist()
+    assert json.loads((folder / dtr.VOCABULARY_FILE).read_text()) == dm.data_vocabulary(data, VOCAB).tolist()
     assert dtr.load_history(folder).steps
     recipe = read_marker(folder)["recipe"]
     assert recipe["settings"] == settings.draft_settings() and "torch" in recipe["versions"]

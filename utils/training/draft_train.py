@@ -1,6 +1,6 @@
 """Stage 2b of notebook 06's draft: distillation training in torch on the main-written data.
 
-`prepare_trained_draft(settings, main)` trains, expands and saves the draft; `greedy_agreement` estimates `a`.
+`prepare_trained_draft(settings, main)` trains, expands and saves the draft; `load_history` reads what training did.
 """
 from __future__ import annotations
 
@@ -8,21 +8,13 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from utils.models.atomic_folder import atomic_folder, is_up_to_date
 from utils.training.draft_data import TrainingData, load_training_data
-from utils.training.draft_model import (
-    VocabularySubset,
-    build_draft,
-    data_vocabulary,
-    expand_vocabulary,
-    parameter_count,
-    projected_embeddings,
-)
+from utils.training.draft_model import build_draft, data_vocabulary, expand_vocabulary, projected_embeddings
 from utils.training.draft_settings import DraftTrainingSettings, draft_folders
 from utils.training.scaffold import (
     MainModel,
@@ -38,85 +30,65 @@ from utils.training.scaffold import (
 
 HISTORY_FILE = "training_history.json"
 VOCABULARY_FILE = "vocabulary_subset.json"  # token ids the training data uses
-DRAFT_CODE = ("utils.training.draft_model", "utils.training.draft_train")
+DRAFT_CODE = ("utils.training.draft_data", "utils.training.draft_model", "utils.training.draft_train")
 
 
-@dataclass
-class TrainingBatch:
-    """Padded inputs (local ids) plus the scored positions, their targets and the teacher's top-k."""
-
-    input_ids: Any  # [B, T] local ids
-    attention_mask: Any  # [B, T]
-    loss_rows: Any  # [N] batch row of each scored position
-    loss_columns: Any  # [N] position (the token at column + 1 is predicted)
-    targets: Any  # [N] local ids
-    target_token_ids: Any  # [N] token ids
-    teacher_ids: Any = None  # [N, k] local ids, -1 outside the subset
-    teacher_logprobs: Any = None  # [N, k]
-
-
-def draft_batch(data: TrainingData, indices: Sequence[int], subset: VocabularySubset, offsets: Sequence[int],
-               answers_only: bool = False, with_teacher: bool = True) -> TrainingBatch:
-    """Collate samples into a right-padded batch; scored positions are the tokens the main model generated."""
+def draft_batch(data: TrainingData, indices: Sequence[int], local: Any, answers_only: bool = False) -> dict:
+    """Samples as a right-padded batch of the draft's ids (`local[token id]`): inputs, attention mask, `labels`
+    (-100 where nothing is scored: template, padding, with `answers_only` the user's message) and, with a teacher,
+    its top-k at each position (`teacher_ids` -1 outside the draft's vocabulary)."""
     import torch
 
-    length = max(len(data.samples[i].token_ids) for i in indices) - 1
-    pad = int(subset.to_local(torch.tensor(data.samples[indices[0]].token_ids[-1])))
-    input_ids = torch.full((len(indices), length), pad, dtype=torch.int64)
-    mask = torch.zeros((len(indices), length), dtype=torch.int64)
-    rows, columns, targets, positions = [], [], [], []
+    rows, length = len(indices), max(len(data.samples[i].token_ids) for i in indices) - 1
+    batch = {"input_ids": torch.zeros((rows, length), dtype=torch.int64),
+             "attention_mask": torch.zeros((rows, length), dtype=torch.int64),
+             "labels": torch.full((rows, length), -100, dtype=torch.int64)}
+    if data.teacher_ids is not None:
+        k = data.teacher_ids[indices[0]].shape[1]
+        batch["teacher_ids"] = torch.full((rows, length, k), -1, dtype=torch.int64)
+        batch["teacher_logprobs"] = torch.zeros((rows, length, k))
     for row, index in enumerate(indices):
         sample = data.samples[index]
-        tokens = torch.as_tensor(sample.token_ids, dtype=torch.int64)
-        input_ids[row, :len(tokens) - 1] = tokens[:-1]
-        mask[row, :len(tokens) - 1] = 1
-        first_target = sample.answer_start if answers_only else max(sample.loss_start, 1)
-        scored = torch.arange(first_target - 1, len(tokens) - 1)
-        rows.append(torch.full_like(scored, row))
-        columns.append(scored)
-        targets.append(tokens[scored + 1])
-        positions.append(scored + offsets[index])
-    target_token_ids = torch.cat(targets)
-    valid = mask.bool()
-    input_ids[valid] = subset.to_local(input_ids[valid])
-    batch = TrainingBatch(input_ids, mask, torch.cat(rows), torch.cat(columns), subset.to_local(target_token_ids),
-                          target_token_ids)
-    if with_teacher and data.teacher_ids is not None:
-        flat = torch.cat(positions).numpy()
-        batch.teacher_ids = subset.to_local_or_missing(torch.from_numpy(data.teacher_ids[flat].astype("int64")))
-        batch.teacher_logprobs = torch.from_numpy(data.teacher_logprobs[flat].astype("float32"))
+        tokens = local[torch.as_tensor(sample.token_ids, dtype=torch.int64)]
+        size, first = len(tokens) - 1, sample.answer_start if answers_only else max(sample.loss_start, 1)
+        batch["input_ids"][row, :size] = tokens[:-1]
+        batch["attention_mask"][row, :size] = 1
+        batch["labels"][row, first - 1:size] = tokens[first:]  # position i predicts token i + 1
+        if "teacher_ids" in batch:
+            batch["teacher_ids"][row, :size] = local[torch.from_numpy(data.teacher_ids[index][:size].astype("int64"))]
+            batch["teacher_logprobs"][row, :size] = torch.from_numpy(data.teacher_logprobs[index][:size].astype("float32"))
     return batch
 
 
-def draft_loss(model: Any, batch: TrainingBatch, distill_weight: float) -> tuple[Any, dict]:
-    """(1 - w) x cross-entropy on the main's tokens + w x distillation on its top-k; returns (loss, parts).
-    The teacher's top-k is renormalised over the draft's (possibly restricted) vocabulary."""
+def scored_logits(model: Any, batch: dict) -> Any:
+    """The draft's logits at the scored positions only, [positions, vocabulary]."""
+    hidden = model.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    return model.lm_head(hidden[batch["labels"] >= 0])
+
+
+def draft_loss(model: Any, batch: dict, distill_weight: float) -> Any:
+    """(1 - w) x cross-entropy on the main's tokens + w x distillation, -sum p_main log p_draft over the main's
+    top-k renormalised over the draft's vocabulary (rows with no known token add nothing)."""
     import torch
 
-    hidden = model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-    logprobs = torch.log_softmax(model.lm_head(hidden[batch.loss_rows, batch.loss_columns]).float(), dim=-1)
-    cross_entropy = -logprobs.gather(1, batch.targets[:, None]).squeeze(1).mean()
-    parts = {"cross_entropy": float(cross_entropy.detach())}
-    loss = cross_entropy
-    if distill_weight > 0 and batch.teacher_ids is not None:
-        known = batch.teacher_ids >= 0
-        teacher = torch.softmax(batch.teacher_logprobs.masked_fill(~known, float("-inf")), dim=-1)
-        teacher = torch.nan_to_num(teacher, nan=0.0)  # rows with no known token contribute nothing
-        draft_on_teacher = logprobs.gather(1, batch.teacher_ids.clamp(min=0))
-        distillation = -(teacher * draft_on_teacher).sum(-1).mean()
-        parts["distillation"] = float(distillation.detach())
-        loss = (1 - distill_weight) * cross_entropy + distill_weight * distillation
-    return loss, parts
+    scored = batch["labels"] >= 0
+    logprobs = torch.log_softmax(scored_logits(model, batch).float(), dim=-1)
+    loss = torch.nn.functional.nll_loss(logprobs, batch["labels"][scored])
+    if distill_weight > 0 and "teacher_ids" in batch:
+        ids = batch["teacher_ids"][scored]
+        teacher = torch.softmax(batch["teacher_logprobs"][scored].masked_fill(ids < 0, float("-inf")), dim=-1)
+        distillation = -(teacher.nan_to_num(0.0) * logprobs.gather(1, ids.clamp(min=0))).sum(-1).mean()
+        loss = (1 - distill_weight) * loss + distill_weight * distillation
+    return loss
 
 
 def split_by_prompt(data: TrainingData, held_out_share: float, seed: int) -> tuple[list[int], list[int]]:
     """Train/held-out sample indices; all answers to one prompt stay on the same side."""
     prompts = sorted({sample.user_text for sample in data.samples})
     random.Random(seed).shuffle(prompts)
-    held_out_prompts = set(prompts[:max(1, round(len(prompts) * held_out_share))]) if held_out_share > 0 else set()
-    train = [i for i, sample in enumerate(data.samples) if sample.user_text not in held_out_prompts]
-    held_out = [i for i, sample in enumerate(data.samples) if sample.user_text in held_out_prompts]
-    return train, held_out
+    held = set(prompts[:max(1, round(len(prompts) * held_out_share))]) if held_out_share > 0 else set()
+    return ([i for i, s in enumerate(data.samples) if s.user_text not in held],
+            [i for i, s in enumerate(data.samples) if s.user_text in held])
 
 
 def length_bucketed_batches(data: TrainingData, indices: Sequence[int], batch_size: int,
@@ -124,132 +96,74 @@ def length_bucketed_batches(data: TrainingData, indices: Sequence[int], batch_si
     """Shuffled batches of samples of similar length (less padding)."""
     shuffled = list(indices)
     rng.shuffle(shuffled)
-    window = batch_size * 8
     batches = []
-    for start in range(0, len(shuffled), window):
-        chunk = sorted(shuffled[start:start + window], key=lambda i: len(data.samples[i].token_ids))
+    for start in range(0, len(shuffled), batch_size * 8):
+        chunk = sorted(shuffled[start:start + batch_size * 8], key=lambda i: len(data.samples[i].token_ids))
         batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
     rng.shuffle(batches)
     return batches
 
 
-def greedy_agreement(model: Any, data: TrainingData, indices: Sequence[int], subset: VocabularySubset,
-                     batch_size: int = 16) -> float:
-    """Share of the main's greedy answer tokens the draft's top token predicts (teacher-forced).
-    On held-out answers it estimates `a`. `subset`: the model's vocabulary (`VocabularySubset.full` once expanded)."""
+def greedy_agreement(model: Any, data: TrainingData, indices: Sequence[int], local: Any) -> float:
+    """Share of the main's greedy answer tokens the draft's top token predicts (teacher-forced): on held-out
+    answers, an early estimate of `a`. `local`: token id -> the model's id (`torch.arange` once expanded)."""
     import torch
 
     greedy = [i for i in indices if data.samples[i].kind == "greedy"]
-    if not greedy:
-        return float("nan")
-    offsets = data.offsets
     hits = total = 0
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        for start in range(0, len(greedy), batch_size):
-            batch = draft_batch(data, greedy[start:start + batch_size], subset, offsets, answers_only=True,
-                               with_teacher=False)
-            hidden = model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-            predicted = subset.to_global(model.lm_head(hidden[batch.loss_rows, batch.loss_columns]).argmax(-1))
-            hits += int((predicted == batch.target_token_ids).sum())
-            total += int(batch.target_token_ids.numel())
+        for start in range(0, len(greedy), 16):
+            batch = draft_batch(data, greedy[start:start + 16], local, answers_only=True)
+            targets = batch["labels"][batch["labels"] >= 0]
+            hits += int((scored_logits(model, batch).argmax(-1) == targets).sum())
+            total += int(targets.numel())
     model.train(was_training)
-    return hits / total
+    return hits / total if total else float("nan")
 
 
-def train_draft(draft: Any, data: TrainingData, subset: VocabularySubset, settings: DraftTrainingSettings,
-                held_out: Sequence[int] = (), train: Sequence[int] | None = None, evaluations: int = 8,
-                show_progress: bool = True,
-                on_evaluation: Callable[[TrainingHistory], None] | None = None) -> TrainingHistory:
-    """Train the compact `draft` in place (default `train`: every sample not held out); return its history."""
+def train_draft(draft: Any, data: TrainingData, local: Any, settings: DraftTrainingSettings, train: Sequence[int],
+                held_out: Sequence[int] = (), evaluations: int = 8, show_progress: bool = True) -> TrainingHistory:
+    """Train the (compact) `draft` in place on the samples `train`, its agreement on `held_out` measured
+    `evaluations` times; AdamW, warm-up then cosine decay, for `settings.epochs`. Returns the history."""
     import torch
     from tqdm.auto import tqdm
 
-    torch.manual_seed(settings.seed)
-    rng = random.Random(settings.seed)
-    held_out_set = set(held_out)
-    train = [i for i in range(len(data.samples)) if i not in held_out_set] if train is None else list(train)
     if not train:
         raise TrainingError("No training samples: generate more data (settings.prompts).")
-    offsets = data.offsets
-    train_tokens = sum(len(data.samples[i].token_ids) - max(data.samples[i].loss_start, 1) for i in train)
+    torch.manual_seed(settings.seed)
+    rng = random.Random(settings.seed)
     steps_per_epoch = math.ceil(len(train) / settings.batch_size)
     total_steps = training_steps(steps_per_epoch, settings.epochs)
     optimizer = torch.optim.AdamW(draft.parameters(), lr=settings.learning_rate, betas=(0.9, 0.95),
                                   weight_decay=0.01)
     history = TrainingHistory(total_steps=total_steps, details={
-        "parameters": parameter_count(draft), "subset_size": len(subset), "train_samples": len(train),
-        "held_out_samples": len(held_out), "train_tokens": train_tokens})
-    evaluate_at = {round(total_steps * (i + 1) / max(1, evaluations)) for i in range(max(1, evaluations))}
+        "train_samples": len(train), "held_out_samples": len(held_out),
+        "train_tokens": sum(len(data.samples[i].token_ids) - max(data.samples[i].loss_start, 1) for i in train)})
+    evaluate_at = {round(total_steps * (i + 1) / evaluations) for i in range(evaluations)}
     batches: list[list[int]] = []
     started = time.perf_counter()
     draft.train()
     for step in tqdm(range(total_steps), desc="training the draft", unit="step", disable=not show_progress):
-        if not batches:
-            batches = length_bucketed_batches(data, train, settings.batch_size, rng)
-        batch = draft_batch(data, batches.pop(), subset, offsets)
+        batches = batches or length_bucketed_batches(data, train, settings.batch_size, rng)
+        batch = draft_batch(data, batches.pop(), local)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, total_steps, settings.learning_rate, settings.warmup_steps)
-        loss, _ = draft_loss(draft, batch, settings.distill_weight)
+        loss = draft_loss(draft, batch, settings.distill_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
         optimizer.step()
         history.steps.append(step + 1)
         history.loss.append(float(loss.detach()))
-        history.tokens_seen += int(batch.targets.numel())
+        history.tokens_seen += int((batch["labels"] >= 0).sum())
         if held_out and step + 1 in evaluate_at:
-            history.evaluations.append({"step": step + 1,
-                                        "agreement": greedy_agreement(draft, data, held_out, subset)})
-            if on_evaluation:
-                on_evaluation(history)
+            history.evaluations.append({"step": step + 1, "agreement": greedy_agreement(draft, data, held_out, local)})
     history.training_seconds = time.perf_counter() - started
     history.epochs_done = total_steps / steps_per_epoch
     draft.eval()
-    if held_out:
-        history.details["final_agreement_subset"] = history.evaluations[-1]["agreement"]
     return history
-
-
-def train_full_draft(main_hf_dir: Path, data: TrainingData, settings: DraftTrainingSettings,
-                     held_out_share: float = 0.05, show_progress: bool = True,
-                     on_evaluation: Callable[[TrainingHistory], None] | None = None,
-                     ) -> tuple[Any, TrainingHistory, VocabularySubset]:
-    """Build the draft from the main, train it compactly, expand it: (full draft, history, subset).
-    The history's `final_agreement` is measured on the expanded draft."""
-    from safetensors import safe_open
-    from transformers import AutoConfig
-
-    main_config = AutoConfig.from_pretrained(str(main_hf_dir))
-    with safe_open(str(Path(main_hf_dir) / "model.safetensors"), framework="pt") as weights:
-        main_embeddings = weights.get_tensor("model.embed_tokens.weight").float()
-    initial = projected_embeddings(main_embeddings, settings.hidden_size)
-    subset = data_vocabulary(data, main_config.vocab_size, settings.restrict_vocabulary)
-    train, held_out = split_by_prompt(data, held_out_share, settings.seed)
-    compact = build_draft(main_config, initial, settings, subset)
-    history = train_draft(compact, data, subset, settings, held_out=held_out, train=train,
-                          show_progress=show_progress, on_evaluation=on_evaluation)
-    draft = expand_vocabulary(compact, subset, initial, main_config, settings)
-    history.details["parameters"] = parameter_count(draft)
-    if held_out:
-        history.details["final_agreement"] = greedy_agreement(draft, data, held_out,
-                                                              VocabularySubset.full(subset.vocab_size))
-    return draft, history, subset
-
-
-def save_draft(draft: Any, destination: Path, main_hf_dir: Path, history: TrainingHistory,
-               kept_token_ids: Sequence[int]) -> None:
-    """Write the draft as a Hugging Face folder with the main's tokenizer files, history and used tokens."""
-    from transformers import GenerationConfig
-
-    draft.generation_config = GenerationConfig(bos_token_id=draft.config.bos_token_id,
-                                               eos_token_id=draft.config.eos_token_id,
-                                               pad_token_id=draft.config.pad_token_id)
-    draft.save_pretrained(destination)
-    copy_tokenizer_files(main_hf_dir, destination)
-    (Path(destination) / HISTORY_FILE).write_text(json.dumps(history.as_dict(), indent=1), encoding="utf-8")
-    (Path(destination) / VOCABULARY_FILE).write_text(json.dumps([int(t) for t in kept_token_ids]), encoding="utf-8")
 
 
 def load_history(hf_dir: Path) -> TrainingHistory:
@@ -257,10 +171,10 @@ def load_history(hf_dir: Path) -> TrainingHistory:
     return TrainingHistory(**json.loads((Path(hf_dir) / HISTORY_FILE).read_text(encoding="utf-8")))
 
 
-def prepare_trained_draft(settings: DraftTrainingSettings | str, main: MainModel | str, force: bool = False,
-                          show_progress: bool = True, on_evaluation: Callable[[TrainingHistory], None] | None = None,
+def prepare_trained_draft(settings: DraftTrainingSettings | str, main: MainModel | str, show_progress: bool = True,
                           threads: int | None = None) -> Path:
-    """Train (or reuse) the Hugging Face draft for `settings` and `main`; the data folder must be ready.
+    """Train (or reuse) the Hugging Face draft for `settings` and `main` (the data folder must be ready): build it
+    from the main, train it over the data's tokens, expand it to the full vocabulary, save it.
     `threads`: torch CPU threads (None: one per core; on a machine shared with busy processes 1 can be much faster)."""
     settings = DraftTrainingSettings.preset(settings)
     main = as_main_model(main)
@@ -269,16 +183,32 @@ def prepare_trained_draft(settings: DraftTrainingSettings | str, main: MainModel
     require_complete(folders.data, "training data", "write it first with utils.training.draft_data.prepare_training_data")
     recipe = stage_recipe("draft", settings.draft_settings(), [folders.data, main.hf], ("torch", "transformers"),
                           DRAFT_CODE)
-    if not force and is_up_to_date(folders.hf, recipe):
+    if is_up_to_date(folders.hf, recipe):
         print(f"Reusing the trained draft in {folders.hf}")
         return folders.hf
     import torch
+    from safetensors import safe_open
+    from transformers import AutoConfig
 
     if threads is not None:
         torch.set_num_threads(threads)
     data = load_training_data(folders.data)
-    draft, history, subset = train_full_draft(main.hf, data, settings, show_progress=show_progress,
-                                              on_evaluation=on_evaluation)
+    main_config = AutoConfig.from_pretrained(str(main.hf))
+    with safe_open(str(main.hf / "model.safetensors"), framework="pt") as weights:
+        initial = projected_embeddings(weights.get_tensor("model.embed_tokens.weight"), settings.hidden_size)
+    kept = data_vocabulary(data, main_config.vocab_size, settings.restrict_vocabulary)  # the compact draft's tokens
+    local = torch.full((main_config.vocab_size,), -1, dtype=torch.int64)
+    local[kept] = torch.arange(len(kept))
+    train, held_out = split_by_prompt(data, 0.05, settings.seed)
+    draft = build_draft(main_config, initial, settings, kept)
+    history = train_draft(draft, data, local, settings, train, held_out, show_progress=show_progress)
+    expand_vocabulary(draft, kept, initial, settings)
+    history.details |= {"subset_size": len(kept), "parameters": sum(p.numel() for p in draft.parameters()),  # tied once
+                        # the expanded draft's agreement on the held-out prompts:
+                        "final_agreement": greedy_agreement(draft, data, held_out, torch.arange(len(local)))}
     with atomic_folder(folders.hf, recipe) as work:
-        save_draft(draft, work, main.hf, history, subset.global_ids.tolist())
+        draft.save_pretrained(work)
+        copy_tokenizer_files(main.hf, work)
+        (work / HISTORY_FILE).write_text(json.dumps(history.as_dict(), indent=1), encoding="utf-8")
+        (work / VOCABULARY_FILE).write_text(json.dumps(kept.tolist()), encoding="utf-8")
     return folders.hf
