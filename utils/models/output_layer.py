@@ -26,7 +26,7 @@ def trim_output_layer_graph(model: Any, keep_token_ids: Iterable[int]) -> Any:
     keep = np.asarray(sorted(set(int(t) for t in keep_token_ids)), dtype=np.int64)
     result = next((r for r in model.get_results() if "logits" in r.input_value(0).get_names()), None)
     head = result.input_value(0).get_node() if result is not None else None
-    if head is None or head.get_type_name() != "MatMul":
+    if result is None or head is None or head.get_type_name() != "MatMul":
         raise OutputLayerError("The model does not end in MatMul(hidden, embeddings) -> logits: only plain "
                                "optimum-cli exports can be trimmed.")
     weights_node = head.input_value(1).get_node()

@@ -86,5 +86,5 @@ def expand_vocabulary(compact: Any, kept: Any, initial_embeddings: Any, settings
     embeddings[kept] = compact.get_input_embeddings().weight.detach()
     compact.resize_token_embeddings(len(embeddings), mean_resizing=False)  # the tied output layer follows
     with torch.no_grad():
-        compact.get_input_embeddings().weight.copy_(embeddings)  # type: ignore[operator]  # as in build_draft
+        compact.get_input_embeddings().weight.copy_(embeddings)
     return compact.eval()

@@ -54,7 +54,7 @@ def draft_batch(data: TrainingData, indices: Sequence[int], local: Any, answers_
         batch["input_ids"][row, :size] = tokens[:-1]
         batch["attention_mask"][row, :size] = 1
         batch["labels"][row, first - 1:size] = tokens[first:]  # position i predicts token i + 1
-        if "teacher_ids" in batch:
+        if data.teacher_ids is not None and data.teacher_logprobs is not None:
             batch["teacher_ids"][row, :size] = local[torch.from_numpy(data.teacher_ids[index][:size].astype("int64"))]
             batch["teacher_logprobs"][row, :size] = torch.from_numpy(data.teacher_logprobs[index][:size].astype("float32"))
     return batch
