@@ -37,7 +37,7 @@ def pattern_data(samples: int = 12, with_teacher: bool = False) -> TrainingData:
                               user_text=f"prompt {index // 2}", token_ids=prefix + body + [2], loss_start=3,
                               answer_start=6))
     data = TrainingData(rows, stats={"tokens_generated": 0})
-    if with_teacher:  # per sample: the next token first (0.9), then token 10 (0.1)
+    if with_teacher:  # the teacher's first choice is the next token at every position, its second token 10
         data.teacher_ids = [np.array([[following, 10] for following in sample.token_ids[1:] + [2]], dtype=np.int32)
                             for sample in rows]
         data.teacher_logprobs = [np.log(np.tile(np.array([[0.9, 0.1]]), (len(sample.token_ids), 1))).astype(np.float16)
