@@ -13,8 +13,6 @@ from utils.tuning.autotune import (
     Trial,
     autotune,
     calibrated_predictions,
-    estimate_acceptance,
-    within_tolerance,
 )
 
 CANDIDATES = list(range(1, 11))
@@ -88,7 +86,7 @@ def test_pick_is_within_five_percent_of_the_full_sweep_on_many_synthetic_pairs(m
                       "no model": None}[model_kind]
         result = autotune(world.measure(), CANDIDATES, cost_model=cost_model, budget_seconds=1e9)
         assert result.best_speedup == world.speedup(result.best_value)
-        assert within_tolerance(result.best_speedup, world.full_sweep_best()), (
+        assert result.best_speedup >= 0.95 * world.full_sweep_best(), (
             f"picked K={result.best_value} ({result.best_speedup:.3f}x) but the sweep's best is "
             f"{world.full_sweep_best():.3f}x; measured {result.measured_values}")
         trials_used.append(len(result.trials))
@@ -160,18 +158,17 @@ def test_when_speculation_never_pays_the_result_says_so() -> None:
     assert result.best_speedup <= 1.0
 
 
-def test_estimate_acceptance_inverts_tokens_per_pass() -> None:
+def test_acceptance_inverts_tokens_per_pass() -> None:
     trials = [Trial(k, 1.0, expected_tokens_per_pass(0.6, k)) for k in (2, 5)]
-    assert estimate_acceptance(trials) == pytest.approx(0.6, abs=1e-6)
-    assert estimate_acceptance([Trial(0.4, 1.0)]) is None
+    assert calibrated_predictions(CANDIDATES, trials, leviathan_model(0.2))[1] == pytest.approx(0.6, abs=1e-6)
+    assert calibrated_predictions(CANDIDATES, [Trial(4, 1.0)], leviathan_model(0.2)) == ({}, None)
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"knob": "temperature"}, "knob"),
-    ({"candidates": []}, "at least one"),
+    ({"candidates": []}, "at least one candidate"),
     ({"candidates": [0, 1, 2]}, "integers >= 1"),
     ({"knob": THRESHOLD_KNOB, "candidates": [0.5, 1.0]}, "strictly between"),
-    ({"start": 42}, "not among"),
     ({"budget_seconds": 0}, "budget"),
 ])
 def test_bad_arguments_raise_before_measuring(kwargs: dict, message: str) -> None:
@@ -182,13 +179,6 @@ def test_bad_arguments_raise_before_measuring(kwargs: dict, message: str) -> Non
     candidates = arguments.pop("candidates")
     with pytest.raises(ValueError, match=message):
         autotune(measure, candidates, **arguments)
-
-
-def test_within_tolerance() -> None:
-    assert within_tolerance(0.96, 1.0)
-    assert within_tolerance(1.0, 1.0)
-    assert not within_tolerance(0.94, 1.0)
-    assert within_tolerance(0.90, 1.0, tolerance=0.1)
 
 
 def test_cost_ratio_is_draft_step_over_one_token_main_step() -> None:

@@ -19,23 +19,11 @@ IPEX_COUNTERS = SimpleNamespace(n_drafted=9, n_matched=5, draft_num=[3, 4, 2], a
                                 first_token_time=0.2, n_token_generated=9)
 
 
-def test_sweep_settings_and_labels() -> None:
-    settings = compare.sweep_settings((0.4, 0.8), (2,), auto_threshold=(True, False))
-    assert settings == [{"th_stop_draft": 0.4, "auto_th_stop_draft": True},
-                        {"th_stop_draft": 0.4, "auto_th_stop_draft": False},
-                        {"th_stop_draft": 0.8, "auto_th_stop_draft": True},
-                        {"th_stop_draft": 0.8, "auto_th_stop_draft": False},
-                        {"max_step_draft": 2}]
-    assert [compare.setting_label(s) for s in settings] == ["th=0.4 auto", "th=0.4 fixed", "th=0.8 auto",
-                                                       "th=0.8 fixed", "max_step=2"]
-    assert compare.setting_label({}) == "defaults"
-
-
-def test_divergence_report_shows_both_continuations() -> None:
-    decode = lambda ids: " ".join(str(i) for i in ids)  # noqa: E731
-    report = compare.divergence_report(decode, [1, 2, 3], [1, 2, 4])
-    assert "identical for 2 tokens" in report and "'3'" in report and "'4'" in report
-    assert compare.divergence_report(decode, [1], [1]).startswith("identical (1 tokens)")
+def test_setting_labels_name_the_keyword_arguments() -> None:
+    settings = [{"th_stop_draft": 0.4, "auto_th_stop_draft": True}, {"th_stop_draft": 0.8, "auto_th_stop_draft": False},
+                {"max_step_draft": 2}, {"hf_adjust": True}, {}]
+    assert [compare.setting_label(s) for s in settings] == ["th=0.4 auto", "th=0.8 fixed", "max_step=2", "hf_adjust",
+                                                            "defaults"]
 
 
 def comparison(plain_seconds: list[float], speculative_seconds: list[float], prompt: str = "p",
@@ -87,23 +75,6 @@ def test_summary_rows_match_the_openvino_rows() -> None:
     assert openvino_row["k"] == 3 and openvino_row["tokens/pass"] == pytest.approx(6 / 2)  # prefill and last pass out
     assert openvino_row["verify pass / plain step"] == pytest.approx(60.0 / 50.0)
     assert openvino_row["cost ratio c"] == pytest.approx(25.0 / 50.0)
-
-
-def test_formula_check_recovers_the_prediction_it_is_fed() -> None:
-    from utils.decoding.speedup_model import expected_tokens_per_pass, predicted_speedup
-
-    row = {"backend": "b", "draft": "d", "prompt": "p", "k": 4, "tokens/pass": expected_tokens_per_pass(0.7, 4),
-           "cost ratio c": 0.5, "verify pass / plain step": 1.0, "speed-up (median)": 1.2}
-    [checked] = compare.formula_check([row])
-    assert checked["a"] == pytest.approx(0.7, abs=1e-6)
-    assert checked["predicted"] == pytest.approx(predicted_speedup(0.7, 4, 0.5))
-    assert checked["predicted (measured passes)"] == pytest.approx(checked["predicted"])
-    assert checked["formula's error"] == pytest.approx(checked["predicted"] / 1.2 - 1)
-    [clamped] = compare.formula_check([{**row, "tokens/pass": 6.5}])  # more than k + 1: IPEX-LLM's k varies per step
-    assert clamped["a"] == pytest.approx(1.0, abs=1e-6)
-    [dearer] = compare.formula_check([{**row, "verify pass / plain step": 1.3}])
-    assert dearer["predicted (measured passes)"] < dearer["predicted"]
-    assert compare.formula_check([{**row, "cost ratio c": None}]) == []
 
 
 def test_speculation_stats_can_be_written_as_json(tmp_path: Path) -> None:

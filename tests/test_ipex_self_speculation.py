@@ -317,30 +317,6 @@ def test_speedups_by_wall_and_cpu_time_come_from_the_shared_loop(monkeypatch: py
         comparison.speedups("gpu")
 
 
-# --------------------------------------------------------------------------- why outputs differ
-
-
-class FakeLogitsModel(torch.nn.Module):
-    """A forward pass returning fixed logits: row i prefers token `preferred[i]` by `margin`."""
-
-    def __init__(self, preferred: list[int], margin: float) -> None:
-        super().__init__()
-        self.preferred, self.margin = preferred, margin
-
-    def forward(self, sequence):
-        logits = torch.zeros(1, sequence.shape[1], 10)
-        for row, token in enumerate(self.preferred):
-            logits[0, row, token] = self.margin
-        return SimpleNamespace(logits=logits)
-
-
-def test_argmax_flips_lists_positions_where_a_batched_pass_disagrees() -> None:
-    # prompt of 2 tokens: rows 1, 2, 3 predict generated tokens 0, 1, 2
-    model = FakeLogitsModel(preferred=[0, 4, 5, 9, 0], margin=0.125)
-    flips = ss.argmax_flips(model, torch.tensor([[1, 2]]), [4, 6, 9], draft_hidden=False)
-    assert flips == [{"position": 1, "greedy token": 6, "batched choice": 5, "logit margin": 0.125}]
-
-
 def test_module_imports_without_ipex_llm_or_openvino() -> None:
     code = ("import sys; sys.modules['ipex_llm'] = None; sys.modules['openvino'] = None; "
             "sys.modules['openvino_genai'] = None; import utils.selfspec.ipex_self_speculation, utils.selfspec.ipex_comparisons, "

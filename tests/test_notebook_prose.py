@@ -22,7 +22,7 @@ MEASURED = re.compile(r"(?<![\w.`/-])~?\d+(?:[.,]\d+)*(?:\s?[-–]\s?\d+(?:[.,]\
 NOT_PROSE = re.compile(r"`[^`]*`|\]\([^)]*\)|<[^>]+>|\$[^$]*\$")
 # Words of markdown: a notebook's core path at most about 1,200 and its optional sections about 800 more.
 MAX_WORDS_PER_NOTEBOOK = 2000
-MAX_WORDS_IN_ALL_NOTEBOOKS = 10_500
+MAX_WORDS_IN_ALL_NOTEBOOKS = 10_000
 # Figures a page may state, by page: requirements, settings (timeouts, defaults, thresholds) and the catalogue's
 # estimates, never a result. The setup page also states what preparing a machine took on ours (the teacher's guide
 # quotes it between markers, from docs/preparation-times.json).

@@ -16,7 +16,7 @@ from utils.tuning.pipeline_pool import PipelinePool, PipelineSpec
 
 def fake_measure(calls: list):
     """A stand-in for `sweeps.measure_points` that logs which points were measured together."""
-    def measure(pool, points, prompts, *, warmup=1, repeats=2, progress=None):
+    def measure(pool, points, prompts, *, warmup=1, repeats=2, progress=True):
         calls.append([point.value for point in points])
         return [fake_records(point, prompts) for point in points]
     return measure
@@ -54,7 +54,6 @@ def test_sweep_rows_group_by_task_length_and_prompt(fake_pair: ModelPair, monkey
     assert overall[4]["per_token_acceptance"] == pytest.approx(1.0, abs=1e-6)
     assert result.best()["all"]["value"] == 4
     assert result.speedup_by_value(prompt_ids=["c1"]) == pytest.approx({2: 1.2, 4: 1.4})
-    assert {row["group"] for row in result.rows(by="prompt")} == {"c1", "h1", "s1"}
     with pytest.raises(ValueError):
         result.rows(by="colour")
 
@@ -86,7 +85,7 @@ def test_run_sweep_checks_model_folders_before_measuring(fake_pair: ModelPair, m
 
 def test_measure_points_refuses_points_it_cannot_time_together(fake_pair: ModelPair) -> None:
     mixed = sweeps.k_points([1]) + sweeps.k_points([2], pipeline=PipelineSpec(draft_variant="int8"))
-    with pytest.raises(ValueError, match="pool keeps 2"):
+    with pytest.raises(ValueError, match=r"the pool keeps \(2\)"):
         sweeps.measure_points(PipelinePool(fake_pair), mixed, PROMPTS)
     other_budget = sweeps.k_points([1]) + sweeps.k_points([2], max_new_tokens=8)
     with pytest.raises(ValueError, match="same plain reference"):
@@ -101,15 +100,13 @@ def test_points_sharing_a_plain_reference_are_timed_together_as_far_as_the_pool_
     int8 = PipelineSpec(draft_variant="int8")
     points = (sweeps.k_points([1, 2]) + sweeps.prompt_lookup_points([3]) + sweeps.k_points([2], pipeline=int8)
               + sweeps.k_points([4]) + sweeps.k_points([5], max_new_tokens=8))
-    everything = range(len(points))
     # keep=2: the plain pipeline and one other at a time; same-pipeline points stay together, in order
-    assert sweeps.group_points(points, everything, keep=2) == [[0, 1, 4], [2], [3], [5]]
+    assert sweeps.group_points(points, keep=2) == [[0, 1, 4], [2], [3], [5]]
     # keep=3: two pipelines besides plain per run, so plain is timed twice instead of three times
-    assert sweeps.group_points(points, everything, keep=3) == [[0, 1, 4, 2], [3], [5]]
-    assert sweeps.group_points(points, everything, keep=4) == [[0, 1, 4, 2, 3], [5]]
-    assert sweeps.group_points(points, [2, 3], keep=4) == [[2, 3]]  # only the indices asked for
+    assert sweeps.group_points(points, keep=3) == [[0, 1, 4, 2], [3], [5]]
+    assert sweeps.group_points(points, keep=4) == [[0, 1, 4, 2, 3], [5]]
     for keep in (2, 3, 4):
-        for group in sweeps.group_points(points, everything, keep=keep):
+        for group in sweeps.group_points(points, keep=keep):
             assert len({points[index].pipeline for index in group}) <= max(keep - 1, 1)
 
 
@@ -132,7 +129,6 @@ def test_point_factories() -> None:
     ks = sweeps.k_points([1, 5], max_new_tokens=20)
     assert [(p.knob, p.value, p.settings.num_assistant_tokens, p.settings.max_new_tokens) for p in ks] == [
         ("num_assistant_tokens", 1, 1, 20), ("num_assistant_tokens", 5, 5, 20)]
-    assert ks[0].label == "num_assistant_tokens=1"
     thresholds = sweeps.threshold_points([0.3])
     assert thresholds[0].settings.assistant_confidence_threshold == 0.3
     assert thresholds[0].settings.num_assistant_tokens is None
@@ -149,25 +145,7 @@ def test_plain_settings_keep_budget_and_sampling() -> None:
     assert (plain.do_sample, plain.temperature, plain.top_p, plain.rng_seed) == (True, 0.7, 0.9, 5)
 
 
-def test_draft_sizes_are_keyed_like_draft_points(fake_pair: ModelPair) -> None:
-    drafts = [("int8", "bf16"), (None, "f32")]
-    sizes = sweeps.draft_sizes_mb(fake_pair, drafts)
-    assert sizes == {point.value: pytest.approx(1000 / 1e6) for point in sweeps.draft_points(drafts)}
 
-
-def test_sweep_prompts_mix_short_and_long() -> None:
-    prompts = sweeps.sweep_prompts(long_prompts=2)
-    short = [p for p in prompts if p.length == "short"]
-    assert sorted(p.task for p in short) == sorted({p.task for p in select_prompts(length="short")})
-    assert sum(p.length == "long" for p in prompts) == 2
-    assert all(p.length == "short" for p in sweeps.sweep_prompts(long_prompts=0))
-
-
-def test_grids_are_consistent() -> None:
-    for grid in (sweeps.SMALL_GRID, sweeps.FULL_GRID):
-        assert 3 in grid.ks  # the auto-tuner's default probe
-        assert all(0 < t < 1 for t in grid.thresholds)
-    assert set(sweeps.SMALL_GRID.ks) <= set(sweeps.FULL_GRID.ks)
 
 
 def test_summary_of_fabricated_records() -> None:
@@ -194,23 +172,6 @@ def test_summary_leaves_out_counters_genai_got_wrong() -> None:
     assert sweeps.summarise_records(records, draft_length=2)["acceptance_rate"] == pytest.approx(3 / 4)
 
 
-# --------------------------------------------------------------------------- recommendations from sweep results
-
-
-def test_recommendations_of_a_fake_sweep() -> None:
-    from utils.tuning.autotune import recommendation_rows
-
-    k_sweep = fake_sweep(sweeps.k_points([1, 2, 4]))
-    threshold_sweep = fake_sweep(sweeps.threshold_points([0.3, 0.6]))
-    load = [{"concurrency": n, "mode": mode, "latency_seconds": 1.0, "tokens_per_second": rate,
-             "throughput_vs_plain": rate / 10.0, "latency_speedup": rate / 10.0, "identical_to_plain": True}
-            for n in (1, 2) for mode, rate in (("plain", 10.0), ("speculative", 12.0 / n))]
-    by_scope = {row["scope"]: row for row in recommendation_rows(k_sweep, threshold_sweep, concurrency=load)}
-    assert by_scope["task: code"]["recommended"] == "K=4" and by_scope["task: code"]["speed-up"] == pytest.approx(1.4)
-    assert by_scope["load: 1 request(s) at once"]["recommended"] == "speculative"
-    assert by_scope["load: 2 request(s) at once"]["verdict"].startswith("slower")
-
-
 # --------------------------------------------------------------------------- real models (small)
 
 OFFLINE = get_pair("offline")
@@ -232,8 +193,8 @@ def test_real_sweep_of_k_and_of_a_low_threshold(offline_pair) -> None:
     pool.release()
 
 
-def test_rows_and_recommendations_carry_the_spread_over_repeats() -> None:
-    from utils.tuning.autotune import recommendation_rows
+def test_rows_carry_the_speedup_of_every_repeat() -> None:
+    from utils.decoding.decoding_metrics import verdict
 
     def repeated(point: sweeps.SweepPoint, prompts, plain_times, candidate_times) -> sweeps.PointResult:
         records = []
@@ -255,21 +216,8 @@ def test_rows_and_recommendations_carry_the_spread_over_repeats() -> None:
     assert rows[1]["repeats"] == 3
     assert (rows[1]["slowest_repeat"], rows[1]["fastest_repeat"]) == pytest.approx((0.8, 1.25))
     assert (rows[2]["slowest_repeat"], rows[2]["fastest_repeat"]) == pytest.approx((1.1, 1.3))
-    recommended = {row["scope"]: row for row in recommendation_rows(result)}["task: code"]
-    assert recommended["recommended"] == "K=2" and recommended["spread over repeats"] == "1.10x-1.30x (3 repeats)"
-    assert recommended["verdict"] == "faster"
-    straddling = sweeps.SweepResult("K", "fake", "CPU", [repeated(k1, prompts, (1.0, 1.0, 1.0), (0.8, 1.25, 1.0))],
-                                    list(prompts))
-    kept_plain = {row["scope"]: row for row in recommendation_rows(straddling)}["task: code"]
-    assert kept_plain["best K"].startswith("K=1") and kept_plain["verdict"] == "no clear difference"
-    assert kept_plain["recommended"] == "plain", "a setting is recommended only where the verdict says faster"
-    no_repeats = {row["scope"]: row for row in recommendation_rows(fake_sweep(sweeps.k_points([1, 2])))}
-    assert no_repeats["task: code"]["spread over repeats"] == "one repeat"
-    # under load: repeat i's throughput ratio is (speculative tokens / its wall) / (plain tokens / its wall)
-    load = [{"concurrency": 2, "mode": "plain", "generated_tokens": 20, "tokens_per_second": 10.0,
-             "wall_seconds_all": [2.0, 2.0], "throughput_vs_plain": 1.0, "identical_to_plain": True},
-            {"concurrency": 2, "mode": "speculative", "generated_tokens": 20, "tokens_per_second": 8.0,
-             "wall_seconds_all": [2.5, 1.6], "throughput_vs_plain": 0.8, "identical_to_plain": True}]
-    under_load = {row["scope"]: row for row in recommendation_rows(result, concurrency=load)}["load: 2 request(s) at once"]
-    assert under_load["spread over repeats"] == "0.80x-1.25x (2 repeats)"
-    assert under_load["verdict"] == "no clear difference"
+    assert rows[2]["repeat_speedups"] == pytest.approx([1.2, 1.1, 1.3])
+    assert rows[2]["speedup"] == pytest.approx(1.2)  # the median over repeats
+    assert verdict(rows[2]["repeat_speedups"]) == "faster"
+    assert verdict(rows[1]["repeat_speedups"]) == "no clear difference"
+    assert fake_sweep(sweeps.k_points([1])).rows()[0]["repeat_speedups"] == []  # one run each: no repeats

@@ -14,15 +14,14 @@ def test_split_prompts_gives_each_task_disjoint_tuning_and_held_out_prompts() ->
     splits = task_tuner.split_prompts(["code", "chat", "input_grounded"])
     assert [split.task for split in splits] == ["code", "chat", "input_grounded"]
     for split in splits:
-        assert len(split.tune) == 1 and len(split.held_out) == 1
-        assert not {p.id for p in split.tune} & {p.id for p in split.held_out}
-        assert all(p.task == split.task and p.length == "short" for p in split.tune + split.held_out)
+        assert split.tune.id != split.held_out.id
+        assert all(p.task == split.task and p.length == "short" for p in (split.tune, split.held_out))
 
 
 def test_split_prompts_says_what_to_do_when_a_task_has_too_few_prompts() -> None:
     with pytest.raises(ValueError, match="summarisation.*1 built-in short prompt.*length=None"):
         task_tuner.split_prompts(["summarisation"])
-    assert len(task_tuner.split_prompts(["summarisation"], length=None)[0].held_out) == 1
+    assert task_tuner.split_prompts(["summarisation"], length=None)[0].held_out.task == "summarisation"
     with pytest.raises(ValueError, match="Unknown task 'poetry'"):
         task_tuner.split_prompts(["poetry"])
 
@@ -38,24 +37,9 @@ def test_candidate_points_cover_draft_k_threshold_and_prompt_lookup() -> None:
         task_tuner.candidate_points(ks=(), thresholds=(), lookup_ks=())
 
 
-def row(value, speedup, identical=True, comparable=1, prompts=1) -> dict:
-    return {"knob": "num_assistant_tokens", "value": value, "speedup": speedup, "identical": identical,
-            "identical_prompts": prompts if identical else 0, "comparable_prompts": comparable, "prompts": prompts}
-
-
-def test_choose_keeps_plain_unless_a_lossless_candidate_wins_by_more_than_the_margin() -> None:
-    assert task_tuner.choose([row(2, 1.04), row(4, 0.9)], margin=0.05) is None        # inside the noise
-    assert task_tuner.choose([row(2, 1.04), row(4, 1.2)], margin=0.05)["value"] == 4
-    assert task_tuner.choose([row(2, 1.5, identical=False), row(4, 1.1)])["value"] == 4   # lossy is never chosen
-    assert task_tuner.choose([row(2, 1.5, comparable=1, prompts=2)]) is None           # a prompt not comparable
-    assert task_tuner.choose([row(2, None)]) is None
-    assert task_tuner.choose([]) is None
-    assert task_tuner.choose([row(2, 1.04)], margin=0.0)["value"] == 2
-
-
 def choice(task: str, speedup: float | None, identical: bool = True) -> TaskChoice:
     point = None if speedup == 1.0 else sweeps.k_points([3])[0]
-    return TaskChoice(task, ["a"], ["b"], {}, task_tuner.describe(point), 1.0, speedup, identical, point is not None,
+    return TaskChoice(task, "a", "b", {}, task_tuner.describe(point), 1.0, speedup, identical, point is not None,
                       point)
 
 
@@ -64,15 +48,12 @@ def test_the_promise_is_at_most_three_percent_slower_and_lossless() -> None:
     assert not choice("code", 1.2, identical=False).never_worse()
     assert not choice("code", None).never_worse()
     choices = [choice("code", 1.2), choice("chat", 1.0), choice("input_grounded", 0.9)]
-    assert task_tuner.worst_held_out(choices).task == "input_grounded"
     assert task_tuner.summary_line(choices).endswith("lossless: no")
     assert "input_grounded (draft K=3, 0.90x" in task_tuner.summary_line(choices)
     assert task_tuner.summary_line(choices[:2]).endswith("lossless: yes")
     rows = task_tuner.choice_rows(choices)
     assert [r["at most 3% slower"] for r in rows] == [True, True, False]
     assert [r["chosen"] for r in rows] == ["draft K=3", "plain", "draft K=3"]
-    stored = [TaskChoice.from_dict(c.as_dict()) for c in choices]   # what --json writes and the README test reads
-    assert task_tuner.summary_line(stored) == task_tuner.summary_line(choices)
     assert "choice" not in choices[0].as_dict()
 
 
@@ -88,7 +69,7 @@ SPEEDUPS = {
 
 
 def fake_measure(calls: list):
-    def measure(pool, points, prompts, *, warmup=1, repeats=2, progress=None):
+    def measure(pool, points, prompts, *, warmup=1, repeats=2, progress=True):
         calls.append(([task_tuner.describe(point) for point in points], [p.id for p in prompts]))
         return [fake_records(point, prompts, lambda point, prompt: SPEEDUPS[(task_tuner.describe(point), prompt.id)])
                 for point in points]

@@ -147,15 +147,6 @@ def speedup_rows(comparisons: Sequence[Comparison], backend: str = "IPEX-LLM") -
     return rows
 
 
-def sweep_settings(thresholds: Sequence[float] = (), max_steps: Sequence[int] = (),
-                   auto_threshold: Sequence[bool] = (True,)) -> list[dict]:
-    """Draft settings to try: every threshold x auto on/off (default max_step_draft), then every max_step_draft."""
-    settings = [{"th_stop_draft": threshold, "auto_th_stop_draft": auto}
-                for threshold in thresholds for auto in auto_threshold]
-    settings += [{"max_step_draft": steps} for steps in max_steps]
-    return settings
-
-
 def setting_label(setting: dict) -> str:
     """Short label, e.g. 'th=0.6 auto', 'th=0.6 fixed', 'max_step=4', 'defaults'."""
     parts = []
@@ -168,16 +159,6 @@ def setting_label(setting: dict) -> str:
     known = {"th_stop_draft", "auto_th_stop_draft", "max_step_draft"}
     parts += [name if value is True else f"{name}={value}" for name, value in setting.items() if name not in known]
     return " ".join(parts) or "defaults"
-
-
-def divergence_report(decode: Any, reference: Sequence[int], candidate: Sequence[int]) -> str:
-    """Where two generations part: the shared start, then each one's continuation (decoded)."""
-    position = first_divergence(reference, candidate)
-    if position is None:
-        return f"identical ({len(reference)} tokens):\n{decode(list(reference))}"
-    return (f"identical for {position} tokens:\n{decode(list(reference[:position]))}\n"
-            f"--- plain greedy continues:    {decode(list(reference[position:]))!r}\n"
-            f"--- self-speculative continues: {decode(list(candidate[position:]))!r}")
 
 
 def summary_rows(comparisons: Sequence[Comparison], precision: str) -> list[dict]:
@@ -198,30 +179,6 @@ def summary_rows(comparisons: Sequence[Comparison], precision: str) -> list[dict
             "precision": precision,
         })
     return rows
-
-
-def formula_check(rows: Sequence[dict]) -> list[dict]:
-    """Leviathan's predicted speed-up beside the measured one, for rows of either backend. "predicted" assumes a
-    verify pass costs one plain step, "predicted (measured passes)" uses the row's measured one."""
-    from utils.decoding.speedup_model import predicted_speedup, predicted_speedup_with_step_times
-
-    checked = []
-    for row in rows:
-        if None in (row["tokens/pass"], row["cost ratio c"], row["verify pass / plain step"], row["speed-up (median)"]):
-            continue
-        draft_length, cost_ratio = row["k"], row["cost ratio c"]
-        acceptance = decoding_metrics.per_token_acceptance(row["tokens/pass"], draft_length)
-        with_passes = predicted_speedup_with_step_times(acceptance, draft_length, cost_ratio, 1.0,
-                                                        row["verify pass / plain step"])
-        checked.append({
-            "backend": row["backend"], "draft": row["draft"], "prompt": row["prompt"], "k": draft_length,
-            "tokens/pass": row["tokens/pass"], "a": acceptance, "cost ratio c": cost_ratio,
-            "predicted": predicted_speedup(acceptance, draft_length, cost_ratio),
-            "predicted (measured passes)": with_passes,
-            "measured (median)": row["speed-up (median)"],
-            "formula's error": with_passes / row["speed-up (median)"] - 1,
-        })
-    return checked
 
 
 def check_openvino_half(main_python: Path | str, main_folder: Path | str, draft_folders: dict[str, Path]) -> None:

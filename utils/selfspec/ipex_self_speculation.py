@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,25 +271,6 @@ def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculat
     stats = read_speculation_stats(model) if speculative else None
     return GenerationRun(token_ids=new_ids, speculative=speculative, stats=stats)
 
-
-def argmax_flips(model: Any, prompt_ids: Any, greedy_ids: Sequence[int], draft_hidden: bool = True) -> list[dict]:
-    """Positions where one batched pass over prompt + greedy tokens picks another token, with its logit margin
-    (same arithmetic as one-token steps, another bf16 rounding order)."""
-    import torch
-
-    generated = torch.tensor([list(greedy_ids)], dtype=prompt_ids.dtype, device=prompt_ids.device)
-    sequence = torch.cat([prompt_ids, generated], dim=1)
-    with torch.inference_mode(), (draft_disabled(model) if draft_hidden else nullcontext()):
-        logits = model(sequence).logits[0].float()
-    start = prompt_ids.shape[1] - 1
-    flips = []
-    for offset, token in enumerate(greedy_ids):
-        row = logits[start + offset]
-        chosen = int(row.argmax())
-        if chosen != token:
-            flips.append({"position": offset, "greedy token": int(token), "batched choice": chosen,
-                          "logit margin": round(float(row[chosen] - row[token]), 4)})
-    return flips
 
 
 def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", max_new_tokens: int = 32,

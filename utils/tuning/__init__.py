@@ -1,1 +1,1 @@
-"""Tuning a pair (notebook 05): sweeps, pipeline pools, concurrency, memory, auto-tuners."""
+"""Tuning a pair (notebook 05): sweeps, pipeline pools, the memory probe, auto-tuners."""
