@@ -174,9 +174,10 @@ class RaceResult:
         else:
             ratio = f"<b>{self.speedup:.2f}x</b> (plain {plain.wall_seconds:.2f} s / {speculative.mode} " \
                     f"{speculative.setting} {speculative.wall_seconds:.2f} s, {plain.generated_tokens} tokens each)"
-        same = "identical, token for token" if self.identical else "DIFFERENT (expected only under bf16 or sampling)"
+        same = "identical, token for token" if self.identical else (
+            "DIFFERENT (expected under bf16 or sampling; under f32 only where the main's top two tokens nearly tie)")
         return (f'<div class="specdec-race-result">Measured ratio: {ratio}. Texts: {same}. '
-                "One run each, one after the other: on a shared machine repeat it, or see notebook 02 for medians."
+                "One run each, one after the other, so no verdict: the next cell repeats the race interleaved."
                 "</div>")
 
 
