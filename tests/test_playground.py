@@ -15,11 +15,9 @@ from types import SimpleNamespace
 import pytest
 
 from utils.decoding.pipelines import PRECISIONS, SpeculationSetupError, load_pipeline
-from utils.decoding.speedup_model import break_even_acceptance, predicted_speedup
 from utils.decoding.step_streamer import ACCEPTED_COLOUR, MAIN_COLOUR
 from utils.display import playground_choice as choice_module
 from utils.display.device_picker import available_devices, default_device, device_picker
-from utils.display.formula_explorer import MeasuredPoint, build_formula_explorer, measured_points
 from utils.display.playground import LiveCounters, RaceRun, build_playground, replay_events
 from utils.display.playground_choice import (
     K_RANGE,
@@ -94,31 +92,6 @@ def test_choice_settings_and_impossible_combinations() -> None:
         PlaygroundChoice("hi", mode="prompt_lookup", threshold=0.4).settings()
     with pytest.raises(ValueError, match="prompt is empty"):
         check_prompt("   \n")
-
-
-def test_measured_points_keep_fixed_k_rows_with_a_speedup() -> None:
-    rows = [{"setting": "K=2", "measured speed-up": 0.9, "per-token acceptance a": 0.5, "cost ratio c": 0.6},
-            {"setting": "threshold=0.4", "measured speed-up": 0.8, "per-token acceptance a": None, "cost ratio c": 0.6},
-            {"setting": "K=4", "measured speed-up": None, "per-token acceptance a": 0.4, "cost ratio c": 0.6}]
-    assert measured_points(rows) == [MeasuredPoint(k=2, speedup=0.9, acceptance=0.5, cost_ratio=0.6)]
-
-
-def test_formula_explorer_redraws_when_a_slider_moves() -> None:
-    points = [MeasuredPoint(1, 0.9, 0.5, 0.6), MeasuredPoint(3, 0.8, 0.7, 0.5)]
-    explorer = build_formula_explorer(points, pair="qwen2.5-coder")
-    assert explorer.points_label == "measured here (qwen2.5-coder pair)"
-    assert explorer.acceptance.value == pytest.approx(0.6) and explorer.cost_ratio.value == pytest.approx(0.55)
-    first_image, redraws = explorer.image.value, explorer.redraws
-    assert first_image[:8] == b"\x89PNG\r\n\x1a\n"
-    explorer.acceptance.value = 0.9
-    explorer.cost_ratio.value = 0.1
-    explorer.k.value = 5
-    assert explorer.redraws == redraws + 3 and explorer.image.value != first_image
-    assert explorer.last_curve == [(k, pytest.approx(predicted_speedup(0.9, k, 0.1))) for k in range(1, 11)]
-    assert f"{predicted_speedup(0.9, 5, 0.1):.2f}x" in explorer.summary.value
-    assert f"a ≥ {break_even_acceptance(5, 0.1):.2f}" in explorer.summary.value
-    explorer.cost_ratio.value = 1.5  # a draft dearer than the main: never pays
-    assert "never pays" in explorer.summary.value
 
 
 def test_device_picker_defaults_to_a_device_that_exists() -> None:

@@ -1,1 +1,1 @@
-"""What the notebooks show: plots, the playground and formula widgets, the device picker."""
+"""What the notebooks show: plots, the playground widgets, the device picker."""
