@@ -117,6 +117,70 @@ def test_presets_stop_after_set_epochs() -> None:
     assert coder.CoderMain(Path("a"), Path("qwen-hf")).stem == "qwen2.5-coder-1.5b"
 
 
+def documented_stdlib(root: Path) -> Path:
+    (root / "alpha.py").write_text(
+        'def first(x, *, y=2):\n    """Return the first item of x, or y when x is empty.\n\n    More text."""\n\n'
+        'def _private(x):\n    """A private helper that no prompt should name."""\n\n'
+        'def undocumented(x):\n    return x\n\n'
+        'class Box:\n    def second(self, z):\n        """Put z into the box and return the box."""\n\n'
+        'def third(a):\n    """Compute the third thing from a, as a test."""\n', encoding="utf-8")
+    (root / "beta.py").write_text('def other(q):\n    """Answer q with the other answer, politely."""\n',
+                                  encoding="utf-8")
+    (root / "broken.py").write_text("def (:\n", encoding="utf-8")
+    return root
+
+
+def test_docstring_prompts_name_documented_public_functions_a_few_per_file(tmp_path: Path) -> None:
+    root = documented_stdlib(tmp_path)
+    prompts = coder.docstring_prompts(root, ["broken.py", "alpha.py", "beta.py"], count=10, per_file=2)
+    assert [path for path, _ in prompts] == ["alpha.py", "alpha.py", "beta.py"]
+    texts = [text for _, text in prompts]
+    assert "`first(x, *, y=2)`" in texts[0] and texts[0].endswith("Return the first item of x, or y when x is empty.")
+    assert not [text for text in texts if "_private" in text or "undocumented" in text or "More text" in text]
+    assert "`third(a)`" in texts[1] and "`alpha` module" in texts[1]  # module level first, then methods
+    assert "`second(self, z)`" in coder.docstring_prompts(root, ["alpha.py"], count=10, per_file=3)[2][1]
+    assert coder.docstring_prompts(root, ["alpha.py", "beta.py"], count=1) == prompts[:1]
+
+
+def test_answer_samples_end_the_turn_only_where_the_main_stopped(tmp_path: Path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from utils.training import scaffold
+
+    class FakeTokenizer:
+        def get_eos_token_id(self) -> int:
+            return 151643
+
+        def apply_chat_template(self, messages, add_generation_prompt: bool) -> str:
+            return BEFORE + messages[0]["content"] + AFTER
+
+        def encode(self, text: str, add_special_tokens: bool = True):
+            return SimpleNamespace(input_ids=SimpleNamespace(data=np.asarray([encode(text)])))
+
+    answers = [[5, 6, coder.IM_END], [7] * 4, [151643]]  # ended its turn, ran to the limit, said nothing
+    monkeypatch.setattr(scaffold, "data_pipeline",
+                        lambda folder, batch: SimpleNamespace(get_tokenizer=lambda: FakeTokenizer()))
+    monkeypatch.setattr(scaffold, "run_batched", lambda pipeline, requests, *rest: (answers[:len(requests)], 2.0))
+    chosen = coder.CoderHeadSettings.preset("answers", answer_tokens=4, sequence_length=200)
+    prompts = [("a.py", "write a"), ("b.py", "write b"), ("c.py", "write c")]
+    samples, stats = coder.answer_samples(tmp_path, prompts, chosen, first_id=10, show_progress=False)
+    assert [sample.opener for sample in samples] == ["a.py", "b.py"] and samples[0].sample_id == 10
+    assert samples[0].token_ids[samples[0].answer_start:] == [5, 6, coder.IM_END]
+    assert samples[1].token_ids[samples[1].answer_start:] == [7] * 4
+    assert samples[0].token_ids[:samples[0].answer_start] == encode(BEFORE + "write a" + AFTER)
+    assert stats["answers"] == 2 and stats["answer_tokens_generated"] == 8
+
+
+def test_a_preset_needs_chunks_or_answers() -> None:
+    with pytest.raises(TrainingError, match="chunks \\+ answers >= 1"):
+        coder.CoderHeadSettings.preset("answers", answers=0)
+    answers = coder.CoderHeadSettings.preset("answers")
+    assert answers.chunks == 0 and answers.data_settings()["answers"] == answers.answers > 0
+    assert coder.tapped_bytes(answers) > 0
+
+
 def test_a_missing_pair_fails_before_any_work(tmp_models_dir: Path) -> None:
     with pytest.raises(TrainingError, match="qwen2.5-coder pair is not prepared"):
         coder.preflight(coder.CoderHeadSettings.preset("quick"))
