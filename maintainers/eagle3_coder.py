@@ -67,7 +67,7 @@ class CoderHeadSettings(Eagle3Settings):
     tap_batch_tokens: int = TAP_BATCH_TOKENS
     answers: int = 0  # prompts from docstrings that the main answers itself (0: teacher-forced chunks only)
     answer_tokens: int = 160  # at most this many tokens per answer
-    answer_batch: int = 16  # sequences the data pipeline generates together
+    answer_batch: int = 16  # sequences generated together (in the recipe: batching can move bf16 rounding)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -79,7 +79,7 @@ class CoderHeadSettings(Eagle3Settings):
 
     def data_settings(self) -> dict:
         return {key: getattr(self, key) for key in ("chunks", "chunk_tokens", "context_lines", "held_out_files",
-                                                    "seed", "answers", "answer_tokens")}
+                                                    "seed", "answers", "answer_tokens", "answer_batch")}
 
 
 CoderHeadSettings.PRESETS = {
