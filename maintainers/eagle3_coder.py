@@ -1,6 +1,6 @@
 """An EAGLE-3 head for the Qwen2.5-Coder pair's main (1.5B), on notebook 08's training scaffold (issue 39).
 
-    python -m maintainers.eagle3_coder --preset quick|reference [--dry-run]
+    python -m maintainers.eagle3_coder --preset quick|chunks|reference [--dry-run]
 
 Stages, each an atomic folder under the models folder reused while its recipe matches:
 
@@ -86,17 +86,19 @@ CoderHeadSettings.PRESETS = {
     # CI: every stage in a few minutes on 2 cores; small vocabulary, 2 epochs
     "quick": CoderHeadSettings(name="quick", chunks=16, chunk_tokens=256, sequence_length=448, draft_vocab_size=2048,
                                epochs=2.0, batch_tokens=1024, warmup_steps=2),
-    # the reference head: 190 chunks of <= 384 tokens (+ template and context). Built 2026-12-04 on an idle 2-core
-    # AMD EPYC in 36 min: 73,449 positions, tapping 1,371 s, 3 epochs of training 743 s, export 26 s.
-    "reference": CoderHeadSettings(name="reference", chunks=190, chunk_tokens=384, held_out_files=40,
-                                   sequence_length=576, draft_vocab_size=8192, epochs=3.0, batch_tokens=2048,
+    # teacher-forced chunks of the sources: 190 chunks of <= 384 tokens (+ template and context). Built 2026-12-04
+    # on an idle 2-core AMD EPYC in 36 min: 73,449 positions, tapping 1,371 s, 3 epochs of training 743 s, export
+    # 26 s; on code it accepted less than the answers do (docs/results.md).
+    "chunks": CoderHeadSettings(name="chunks", chunks=190, chunk_tokens=384, held_out_files=40,
+                                sequence_length=576, draft_vocab_size=8192, epochs=3.0, batch_tokens=2048,
+                                weight_format="int8"),
+    # the reference head (the reference run's notebook 08 measures it): the main's own answers to 320 docstring
+    # prompts, a quarter of them asking for prose, answers of <= 160 tokens, 10 epochs (3 left the loss falling).
+    # Built 2026-12-07 on an idle 2-core AMD EPYC in 46 min: 40,685 answer tokens generated in 303 s, 61,655
+    # positions tapped in 602 s, 10 epochs (310 steps) trained in 1,827 s, export 24 s.
+    "reference": CoderHeadSettings(name="reference", chunks=0, held_out_files=40, answers=320, answer_tokens=160,
+                                   sequence_length=320, draft_vocab_size=8192, epochs=10.0, batch_tokens=2048,
                                    weight_format="int8"),
-    # the main's own answers instead of teacher-forced chunks: 320 docstring prompts, answers of <= 160 tokens
-    # Built 2026-12-07 on an idle 2-core AMD EPYC in 23 min: 38,843 answer tokens generated in 281 s, 58,671
-    # positions tapped in 557 s, 3 epochs (90 steps) trained in 521 s, export 23 s.
-    "answers": CoderHeadSettings(name="answers", chunks=0, held_out_files=40, answers=320, answer_tokens=160,
-                                 sequence_length=320, draft_vocab_size=8192, epochs=3.0, batch_tokens=2048,
-                                 weight_format="int8"),
 }
 
 
@@ -215,10 +217,12 @@ def make_samples(root: Path, files: Sequence[str], encode: Callable[[str], list[
     return samples
 
 
-PROMPT_FORMS = (
+PROMPT_FORMS = (  # three ask for code, one for prose (the benchmark's chat and summaries are prose)
     "Write a Python function `{signature}` that does this: {summary}",
     "Implement `{signature}` as in Python's `{module}` module: {summary}",
     "In Python, write `{signature}`. {summary} Keep it short.",
+    "In a few sentences, explain what `{signature}` in Python's `{module}` module is for and when to use it: "
+    "{summary}",
 )
 
 

@@ -51,9 +51,9 @@ def test_stdlib_files_leave_out_tests_idle_and_installed_packages(tmp_path: Path
                 or "/test/" in name or Path(name).name.startswith("test_")]
 
 
-def test_the_real_standard_library_has_enough_files_for_the_reference_preset() -> None:
-    reference = coder.CoderHeadSettings.preset("reference")
-    assert len(coder.stdlib_files()) >= reference.chunks + reference.held_out_files
+def test_the_real_standard_library_has_enough_files_for_the_chunks_preset() -> None:
+    chunks = coder.CoderHeadSettings.preset("chunks")
+    assert len(coder.stdlib_files()) >= chunks.chunks + chunks.held_out_files
 
 
 def test_samples_are_deterministic_and_never_use_held_out_files(tmp_path: Path) -> None:
@@ -110,9 +110,9 @@ def test_the_data_recipe_follows_file_contents_and_names_the_held_out_files(tmp_
 
 
 def test_presets_stop_after_set_epochs() -> None:
-    quick, reference = (coder.CoderHeadSettings.preset(name) for name in ("quick", "reference"))
+    quick, chunks, reference = (coder.CoderHeadSettings.preset(name) for name in ("quick", "chunks", "reference"))
     assert reference.weight_format == "int8" and reference.draft_vocab_size == 8192 and reference.epochs > quick.epochs
-    for preset in (quick, reference):
+    for preset in (quick, chunks):
         assert preset.chunk_tokens + coder.CONTEXT_TOKENS < preset.sequence_length
     assert coder.CoderMain(Path("a"), Path("qwen-hf")).stem == "qwen2.5-coder-1.5b"
 
@@ -163,7 +163,7 @@ def test_answer_samples_end_the_turn_only_where_the_main_stopped(tmp_path: Path,
     monkeypatch.setattr(scaffold, "data_pipeline",
                         lambda folder, batch: SimpleNamespace(get_tokenizer=lambda: FakeTokenizer()))
     monkeypatch.setattr(scaffold, "run_batched", lambda pipeline, requests, *rest: (answers[:len(requests)], 2.0))
-    chosen = coder.CoderHeadSettings.preset("answers", answer_tokens=4, sequence_length=200)
+    chosen = coder.CoderHeadSettings.preset("reference", answer_tokens=4, sequence_length=200)
     prompts = [("a.py", "write a"), ("b.py", "write b"), ("c.py", "write c")]
     samples, stats = coder.answer_samples(tmp_path, prompts, chosen, first_id=10, show_progress=False)
     assert [sample.opener for sample in samples] == ["a.py", "b.py"] and samples[0].sample_id == 10
@@ -175,8 +175,8 @@ def test_answer_samples_end_the_turn_only_where_the_main_stopped(tmp_path: Path,
 
 def test_a_preset_needs_chunks_or_answers() -> None:
     with pytest.raises(TrainingError, match="chunks \\+ answers >= 1"):
-        coder.CoderHeadSettings.preset("answers", answers=0)
-    answers = coder.CoderHeadSettings.preset("answers")
+        coder.CoderHeadSettings.preset("reference", answers=0)
+    answers = coder.CoderHeadSettings.preset("reference")
     assert answers.chunks == 0 and answers.data_settings()["answers"] == answers.answers > 0
     assert coder.tapped_bytes(answers) > 0
 
