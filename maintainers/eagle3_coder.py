@@ -88,12 +88,12 @@ CoderHeadSettings.PRESETS = {
                                epochs=2.0, batch_tokens=1024, warmup_steps=2),
     # teacher-forced chunks of the sources: 190 chunks of <= 384 tokens (+ template and context). Built 2026-12-04
     # on an idle 2-core AMD EPYC in 36 min: 73,449 positions, tapping 1,371 s, 3 epochs of training 743 s, export
-    # 26 s; on code it accepted less than the answers do (docs/results.md).
+    # 26 s. Its benchmark run: docs/data/benchmark-qwen2.5-coder-eagle3-head.json.
     "chunks": CoderHeadSettings(name="chunks", chunks=190, chunk_tokens=384, held_out_files=40,
                                 sequence_length=576, draft_vocab_size=8192, epochs=3.0, batch_tokens=2048,
                                 weight_format="int8"),
     # the reference head (the reference run's notebook 08 measures it): the main's own answers to 320 docstring
-    # prompts, a quarter of them asking for prose, answers of <= 160 tokens, 10 epochs (3 left the loss falling).
+    # prompts, a quarter of them asking for prose, answers of <= 160 tokens, 10 epochs.
     # Built 2026-12-07 on an idle 2-core AMD EPYC in 46 min: 40,685 answer tokens generated in 303 s, 61,655
     # positions tapped in 602 s, 10 epochs (310 steps) trained in 1,827 s, export 24 s.
     "reference": CoderHeadSettings(name="reference", chunks=0, held_out_files=40, answers=320, answer_tokens=160,
