@@ -181,6 +181,14 @@ def test_a_preset_needs_chunks_or_answers() -> None:
     assert coder.tapped_bytes(answers) > 0
 
 
+def test_answers_per_file_is_checked_and_part_of_the_data_recipe() -> None:
+    with pytest.raises(TrainingError, match="answers_per_file must be >= 1"):
+        coder.CoderHeadSettings.preset("reference", answers_per_file=0)
+    more = coder.CoderHeadSettings.preset("more-answers")
+    assert more.data_settings()["answers_per_file"] == 3
+    assert more.data_settings() != coder.CoderHeadSettings.preset("reference").data_settings()
+
+
 def test_a_missing_pair_fails_before_any_work(tmp_models_dir: Path) -> None:
     with pytest.raises(TrainingError, match="qwen2.5-coder pair is not prepared"):
         coder.preflight(coder.CoderHeadSettings.preset("quick"))
