@@ -20,8 +20,8 @@ the measured step times (`utils.decoding.generation_reports.formula_by_task`), t
 best lossless setting of each task type and over all prompts. Several `--draft`
 variants (or `--draft-dir` folders) are measured in the same interleaved run, each
 row named after its draft; for the Qwen2.5-Coder pair, `eagle3-quick`,
-`eagle3-chunks`, `eagle3-reference` and `eagle3-more-answers` name the EAGLE-3 heads `python -m maintainers.eagle3_coder`
-builds (checked for `eagle3_mode` and for the main's widths and tokenizer). `--draft-precision` runs
+`eagle3-chunks`, `eagle3-reference` and `eagle3-more-answers` name the EAGLE-3 heads
+`python -m maintainers.eagle3_coder` builds (checked for `eagle3_mode` and for the main's widths and tokenizer). `--draft-precision` runs
 the draft at another inference precision than the main model: only the main
 model decides the output, so a bf16 draft keeps an f32 run lossless and only
 changes how often, and how cheaply, the draft is right. `--precision f32` also
@@ -71,7 +71,8 @@ from utils.result_files import write_json
 
 MODES_ORDER = ("plain", "speculative", "prompt_lookup")
 LOOKUP_DEFAULT = 3  # --lookup-k and --ngram
-HEAD_VARIANTS = ("eagle3-quick", "eagle3-chunks", "eagle3-reference", "eagle3-more-answers")  # maintainers.eagle3_coder presets
+# maintainers.eagle3_coder's presets
+HEAD_VARIANTS = ("eagle3-quick", "eagle3-chunks", "eagle3-reference", "eagle3-more-answers")
 RNG_SEED_MAX = 2**64 - 1  # GenerationConfig.rng_seed is a size_t: 0 .. 2**64-1 (a negative seed is a pybind TypeError)
 
 

@@ -73,10 +73,11 @@ class CoderHeadSettings(Eagle3Settings):
     def __post_init__(self) -> None:
         super().__post_init__()
         if (min(self.chunk_tokens, self.held_out_files, self.tap_batch_tokens, self.answer_tokens,
-                self.answer_batch, self.answers_per_file) < 1 or min(self.chunks, self.answers, self.context_lines) < 0
-                or self.chunks + self.answers < 1):
+                self.answer_batch, self.answers_per_file) < 1
+                or min(self.chunks, self.answers, self.context_lines) < 0 or self.chunks + self.answers < 1):
             raise TrainingError("chunk_tokens, held_out_files, tap_batch_tokens, answer_tokens, answer_batch and "
-                                "answers_per_file must be >= 1, chunks, answers and context_lines >= 0, and chunks + answers >= 1.")
+                                "answers_per_file must be >= 1, chunks, answers and context_lines >= 0, and "
+                                "chunks + answers >= 1.")
 
     def data_settings(self) -> dict:
         return {key: getattr(self, key) for key in ("chunks", "chunk_tokens", "context_lines", "held_out_files",
