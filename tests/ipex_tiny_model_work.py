@@ -31,6 +31,7 @@ def build_tiny_llama(folder: Path) -> None:
 def main(folder: Path, max_new_tokens: int) -> dict:
     import torch
 
+    from utils.decoding.decoding_metrics import ipex_llm_steps
     from utils.selfspec import ipex_self_speculation as ss
 
     if not (folder / "config.json").is_file():
@@ -51,7 +52,8 @@ def main(folder: Path, max_new_tokens: int) -> dict:
                     for name, value in raw.items()},
             "stats": {"drafted": stats.drafted, "accepted": stats.accepted, "steps": stats.steps,
                       "tokens_per_step": stats.tokens_per_step, "drafted_per_step": stats.drafted_per_step,
-                      "acceptance_rate": stats.acceptance_rate, "main_pass_steps": stats.main_pass_steps,
+                      "acceptance_rate": stats.acceptance_rate,
+                      "main_pass_steps": ipex_llm_steps(stats.tokens_per_step, stats.generated_tokens),
                       "mean_tokens_per_step": stats.mean_tokens_per_step, "generated_tokens": stats.generated_tokens},
             "plain_ids": plain.token_ids, "speculative_ids": speculative.token_ids}
 

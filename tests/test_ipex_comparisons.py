@@ -30,8 +30,8 @@ def comparison(plain_seconds: list[float], speculative_seconds: list[float], pro
                setting: dict | None = None) -> compare.Comparison:
     """A Comparison of 9-token runs (the counters above) with the given wall times per repeat; CPU time = wall / 2."""
     stats = ss.read_speculation_stats(IPEX_COUNTERS)
-    plain = ss.GenerationRun(list(range(9)), speculative=False)
-    speculative = ss.GenerationRun(list(range(9)), speculative=True, stats=stats)
+    plain = ss.GenerationRun(list(range(9)))
+    speculative = ss.GenerationRun(list(range(9)), stats=stats)
     return compare.Comparison(prompt, setting or {}, 3,
                               Measured(prompt, [TimedRun(plain, t, t / 2) for t in plain_seconds]),
                               Measured(prompt, [TimedRun(speculative, t, t / 2) for t in speculative_seconds]))
@@ -86,19 +86,17 @@ def test_speculation_stats_can_be_written_as_json(tmp_path: Path) -> None:
 
 
 def test_openvino_half_is_checked_up_front(tmp_path: Path) -> None:
+    from utils.models.model_check import REQUIRED_OPENVINO_FILES, ModelFolderError
+
     main = tmp_path / "main"
     main.mkdir()
-    (main / "openvino_model.xml").write_text("<net/>")
+    for name in REQUIRED_OPENVINO_FILES:
+        (main / name).write_text("x")
     compare.check_openvino_half(sys.executable, main, {"int4": main})
-    with pytest.raises(ss.SelfSpeculationError, match="draft int8"):
+    with pytest.raises(ModelFolderError, match="int8 draft folder .* does not exist"):
         compare.check_openvino_half(sys.executable, main, {"int4": main, "int8": tmp_path / "missing"})
     with pytest.raises(ss.SelfSpeculationError, match="MAIN_PYTHON"):
         compare.check_openvino_half(tmp_path / "no-python", main, {})
-
-
-def test_main_python_missing_says_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(ss.SelfSpeculationError, match="tutorial.py lab"):
-        compare.run_main_python(["utils.selfspec.ov_self_speculation", "--help"], tmp_path / "no-python")
 
 
 def test_main_python_runs_modules_from_the_repository_root() -> None:

@@ -103,6 +103,25 @@ def test_tune_tasks_chooses_per_task_and_checks_each_choice_on_held_out_prompts(
     assert "chat-sleep" not in str(calls)
 
 
+def test_a_draft_variant_is_a_candidate_of_its_own_beside_the_default_draft(
+        fake_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    points = task_tuner.candidate_points(ks=(2,), lookup_ks=(), draft_variants=["int8"])
+    assert [task_tuner.describe(point) for point in points] == ["draft K=2", "int8 K=2"]
+    assert points[1].pipeline.draft_variant == "int8" and points[1].settings.name == "int8 K=2"
+    speedups = {("draft K=2", "code-fibonacci"): 1.1, ("int8 K=2", "code-fibonacci"): 1.4,
+                ("int8 K=2", "code-reverse"): 1.35}
+    monkeypatch.setattr(sweeps, "measure_points", lambda pool, points, prompts, **_: [
+        fake_records(point, prompts, lambda point, prompt: speedups[(task_tuner.describe(point), prompt.id)])
+        for point in points])
+    tuning = task_tuner.tune_tasks(fake_pair, task_tuner.split_prompts(["code"]), points, progress=False)
+    chosen = tuning.choices[0]  # same knob and K, told apart by the pipeline
+    assert chosen.candidates == pytest.approx({"draft K=2": 1.1, "int8 K=2": 1.4})
+    assert chosen.label == "int8 K=2" and chosen.held_out_speedup == pytest.approx(1.35)
+    with pytest.raises(KeyError, match="no draft variant 'int2'"):
+        task_tuner.tune_tasks(fake_pair, task_tuner.split_prompts(["code"]),
+                              task_tuner.candidate_points(ks=(2,), draft_variants=["int2"]), progress=False)
+
+
 def test_tune_tasks_refuses_an_empty_task_list(fake_pair: ModelPair) -> None:
     with pytest.raises(ValueError, match="No task to tune"):
         task_tuner.tune_tasks(fake_pair, [], task_tuner.candidate_points())

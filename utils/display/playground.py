@@ -27,7 +27,9 @@ from utils.display.playground_choice import (
     PipelineCache,
     PlaygroundChoice,
     PromptTokens,
+    check_integer_setting,
     check_prompt,
+    check_threshold,
 )
 from utils.input_checks import InputError
 from utils.models.model_catalogue import PAIRS
@@ -201,13 +203,9 @@ class Playground:
     cache: PipelineCache
     prompt_tokens: PromptTokens = field(default_factory=PromptTokens)  # the context check before any load
     replay_speed: float = 1.0  # 1 = replay the race at its measured pace
-    last_counters: LiveCounters | None = None
-    counter_history: list[str] = field(default_factory=list)  # counters HTML after every step
     last_record: GenerationRecord | None = None
     last_race: RaceResult | None = None
     last_error: str | None = None
-    rejected_clicks: int = 0
-    message_history: list[str] = field(default_factory=list)  # every message shown, oldest first
     thread: threading.Thread | None = None
     _busy: threading.Lock = field(default_factory=threading.Lock)
 
@@ -236,7 +234,6 @@ class Playground:
 
     def _start(self, work: Callable[[], Any]) -> threading.Thread | None:
         if not self._busy.acquire(blocking=False):
-            self.rejected_clicks += 1
             self._show_message("Still generating: this click was ignored. Wait until the counters say finished.",
                                "#8a6d00")
             return None
@@ -258,8 +255,6 @@ class Playground:
             self._busy.release()
 
     def _show_message(self, text: str, colour: str) -> None:
-        if text:
-            self.message_history.append(text)
         self.message.value = (f'<div class="specdec-message" style="color:{colour}">{html.escape(text)}</div>'
                               if text else "")
 
@@ -281,14 +276,13 @@ class Playground:
         self._show_evictions(freed)
         label = f"{choice.mode} {settings.label} on {choice.device}, {choice.precision}"
         counters = LiveCounters(k=settings.num_assistant_tokens if choice.mode != "plain" else None)
-        self.last_counters, self.counter_history = counters, []
         live = LiveText(self.text, lambda ids: loaded.tokenizer.decode(ids, skip_special_tokens=True))
         started = [time.perf_counter()]
 
         def on_step(step: list[int]) -> None:
             counters.add_step(step, time.perf_counter() - started[0])
             live.add_step(step)
-            self._show_counters(counters, label)
+            self.counters.value = counters.as_html(label)
 
         recorder = StepRecorder(on_step=on_step)
         started[0] = time.perf_counter()
@@ -296,7 +290,7 @@ class Playground:
         counters.seconds = record.wall_seconds
         counters.acceptance_reported = record.acceptance_rate
         counters.finished = True
-        self._show_counters(counters, label)
+        self.counters.value = counters.as_html(label)
         self.last_record = record
         return record
 
@@ -342,10 +336,6 @@ class Playground:
         """Show the pipelines the cache freed since eviction number `since` (or clear the message)."""
         self._show_message(" ".join(self.cache.evictions[since:]), "#555")
 
-    def _show_counters(self, counters: LiveCounters, label: str) -> None:
-        self.counters.value = counters.as_html(label)
-        self.counter_history.append(self.counters.value)
-
 
 def _draft_options(pair_name: str) -> list[str]:
     return [DEFAULT_DRAFT_VARIANT, *sorted(PAIRS[pair_name].alternative_drafts)]
@@ -364,8 +354,12 @@ def build_playground(device: Any, *, prompt: str = DEFAULT_PROMPT, pair: str = "
     if precision not in PRECISIONS:
         raise InputError(f"precision must be one of {', '.join(map(repr, PRECISIONS))} (the Precision menu), "
                          f"got {precision!r}: choose one of them.")
-    PlaygroundChoice(prompt, pair=pair, mode=MODE_LABELS[mode], k=k, threshold=threshold, precision=precision,
-                     max_new_tokens=max_new_tokens).check_ranges()
+    if pair not in PAIRS:
+        raise InputError(f"pair {pair!r} is not a known model pair: choose one of {', '.join(map(repr, PAIRS))} "
+                         "(utils.models.model_catalogue.PAIRS).")
+    check_integer_setting(k, "K", K_RANGE, "K", "k=3")
+    check_threshold(threshold)
+    check_integer_setting(max_new_tokens, "max_new_tokens", MAX_NEW_TOKENS_RANGE, "New tokens", "max_new_tokens=32")
     import ipywidgets as widgets
 
     wide = widgets.Layout(width="95%")

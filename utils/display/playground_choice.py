@@ -1,18 +1,19 @@
 """What the playground's widgets may say, checked, and the pipelines it runs (notebook 07).
 
-Settings outside the sliders' ranges (K_RANGE, THRESHOLD_MAX, ...) raise a one-line InputError, never clamped.
+Starting values outside the sliders' ranges (K_RANGE, THRESHOLD_MAX, ...) raise a one-line InputError, never clamped;
+a choice's decoding settings are checked by `DecodingSettings`.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from utils.decoding.generation import DecodingSettings, encode_prompt, run_prompt
-from utils.decoding.pipelines import PRECISIONS, LoadedPipeline, load_pipeline
+from utils.decoding.pipelines import LoadedPipeline, load_pipeline
 from utils.input_checks import InputError, as_integer, check_prompt_fits, check_text, context_length
-from utils.models.model_catalogue import PAIRS, get_pair
+from utils.models.model_catalogue import get_pair
 from utils.models.model_check import check_model_folder
 from utils.tuning.pipeline_pool import DEFAULT_KEEP, BoundedPipelines
 
@@ -20,7 +21,7 @@ MODE_LABELS = {"plain": "plain", "draft model": "speculative", "prompt lookup": 
 DEFAULT_PROMPT = "Explain in two sentences why the sky is blue."
 DEFAULT_DRAFT_VARIANT = "default"
 WARMUP_TOKENS = 4
-# The widgets' ranges: the sliders are built from these and every setting is checked against them.
+# The widgets' ranges: the sliders are built from these and the starting values checked against them.
 K_RANGE = (1, 10)
 THRESHOLD_MAX = 0.95  # thresholds run from 0 (off: fixed K) to this
 THRESHOLD_STEP = 0.05
@@ -49,13 +50,6 @@ def check_threshold(value: Any) -> float:
     return number
 
 
-def check_playground_pair(pair: Any) -> str:
-    if pair not in PAIRS:
-        raise InputError(f"pair {pair!r} is not a known model pair: choose one of {', '.join(map(repr, PAIRS))} "
-                         "(utils.models.model_catalogue.PAIRS).")
-    return pair
-
-
 # --------------------------------------------------------------------------- what the widgets say
 
 
@@ -73,36 +67,12 @@ class PlaygroundChoice:
     device: str = "CPU"
     max_new_tokens: int = 32
 
-    def check_ranges(self) -> PlaygroundChoice:
-        """This choice if every setting lies in the widgets' ranges, else a one-line InputError."""
-        modes = list(MODE_LABELS.values())
-        if self.mode not in modes:
-            raise InputError(f"mode must be one of {', '.join(map(repr, modes))}, got {self.mode!r}: choose one of them.")
-        check_playground_pair(self.pair)
-        variants = get_pair(self.pair).alternative_drafts
-        if self.draft_variant != DEFAULT_DRAFT_VARIANT and self.draft_variant not in variants:
-            choices = ", ".join(map(repr, [DEFAULT_DRAFT_VARIANT, *sorted(variants)]))
-            raise InputError(f"draft_variant {self.draft_variant!r} is not a draft of pair {self.pair!r}: choose one of "
-                             f"{choices}.")
-        if self.precision not in PRECISIONS:
-            raise InputError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {self.precision!r}: "
-                             "choose one of them.")
-        check_integer_setting(self.k, "K", K_RANGE, "K", "k=3")
-        check_threshold(self.threshold)
-        check_integer_setting(self.max_new_tokens, "max_new_tokens", MAX_NEW_TOKENS_RANGE, "New tokens",
-                              "max_new_tokens=32")
-        return self
-
     def settings(self) -> DecodingSettings:
-        """Validated settings; InputError if out of range, SpeculationSetupError for prompt lookup with a threshold."""
-        self.check_ranges()
+        """The decoding settings; `DecodingSettings` raises SpeculationSetupError for a bad value or combination."""
         if self.mode == "plain":
             return DecodingSettings("plain", max_new_tokens=self.max_new_tokens)
-        if self.threshold > 0:
-            if self.mode == "prompt_lookup":
-                return DecodingSettings("prompt_lookup", assistant_confidence_threshold=self.threshold,
-                                        max_new_tokens=self.max_new_tokens)  # raises: lookup has no probabilities
-            return DecodingSettings("speculative", assistant_confidence_threshold=self.threshold,
+        if self.threshold:  # raises for prompt lookup: it has no probabilities
+            return DecodingSettings(self.mode, assistant_confidence_threshold=self.threshold,
                                     max_new_tokens=self.max_new_tokens)
         return DecodingSettings(self.mode, num_assistant_tokens=self.k, max_new_tokens=self.max_new_tokens)
 
@@ -173,21 +143,12 @@ class PlaygroundPipeline:
         return f"{self.mode} ({models}, {self.device}, {self.precision})"
 
 
-class PipelineCache:
-    """The playground's pipelines, loaded and warmed up once, at most `keep` kept (`BoundedPipelines`)."""
+class PipelineCache(BoundedPipelines[PlaygroundPipeline]):
+    """The playground's pipelines, loaded and warmed up once, at most `keep` kept."""
 
-    def __init__(self, loader: Callable[..., LoadedPipeline] = load_pipeline, keep: int = DEFAULT_KEEP):
+    def __init__(self, loader: Callable[..., LoadedPipeline] = load_pipeline, keep: int = DEFAULT_KEEP) -> None:
+        super().__init__(self._load, keep)
         self.loader = loader
-        self.pipelines: BoundedPipelines[PlaygroundPipeline] = BoundedPipelines(self._load, keep)
-
-    @property
-    def loads(self) -> int:
-        return self.pipelines.loads
-
-    @property
-    def evictions(self) -> list[str]:
-        """One sentence per pipeline freed to make room, oldest first."""
-        return self.pipelines.evictions
 
     def _load(self, key: PlaygroundPipeline) -> LoadedPipeline:
         loaded = self.loader(key.mode, key.main_dir, key.device, draft_dir=key.draft_dir, precision=key.precision)
@@ -195,12 +156,8 @@ class PipelineCache:
         run_prompt(loaded, "Hello", DecodingSettings(key.mode, max_new_tokens=WARMUP_TOKENS))
         return loaded
 
-    def get(self, mode: str, main_dir: Path, draft_dir: Path | None, device: str, precision: str) -> LoadedPipeline:
-        return self.pipelines.get(PlaygroundPipeline(mode, Path(main_dir), Path(draft_dir) if draft_dir else None,
-                                                     device, precision))
-
     def for_choice(self, choice: PlaygroundChoice, mode: str | None = None) -> LoadedPipeline:
         """The pipeline for a choice (or for another mode on the same pair, e.g. plain for the race)."""
         mode = mode or choice.mode
-        main_dir, draft_dir = PlaygroundChoice(**{**choice.__dict__, "mode": mode}).folders()
-        return self.get(mode, main_dir, draft_dir, choice.device, choice.precision)
+        main_dir, draft_dir = replace(choice, mode=mode).folders()
+        return self.get(PlaygroundPipeline(mode, main_dir, draft_dir, choice.device, choice.precision))

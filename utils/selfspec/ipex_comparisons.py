@@ -9,13 +9,15 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from utils.decoding import decoding_metrics
 from utils.decoding.measurement import Measured, interleaved_runs, median_run
+from utils.models.model_check import check_model_folder
 from utils.paths import REPO_ROOT
 from utils.selfspec.ipex_self_speculation import (
     GenerationRun,
@@ -79,9 +81,9 @@ class Comparison:
         """c: one INT4 draft step over one plain main step, both from these interleaved runs."""
         return decoding_metrics.cost_ratio(1000 * self.stats.draft_seconds_per_token, self.plain_step_ms)
 
-    def speedups(self, clock: str = "wall") -> list[float]:
+    def speedups(self) -> list[float]:
         """This prompt's speed-up, one sample per repeat (plain time / speculative time of that repeat)."""
-        return _repeat_speedups([self], clock)
+        return _speedups([self])
 
     def row(self) -> dict:
         samples = self.speedups()
@@ -99,32 +101,25 @@ class Comparison:
 
 
 def compare_plain_and_speculative(model: Any, prompts: dict[str, Any], settings: Sequence[dict], *,
-                                  max_new_tokens: int, repeats: int = 3, warmup: int = 1) -> list[Comparison]:
+                                  max_new_tokens: int, repeats: int = 3) -> list[Comparison]:
     """For each prompt (id -> input ids) and draft setting: plain vs speculative greedy, timed by `interleaved_runs`."""
-    if repeats < 1:
-        raise SelfSpeculationError(f"repeats must be >= 1, got {repeats}.")
     ids = list(prompts.values())
-    for options in settings:
+    for options in settings:  # refuse bad settings before the warm-up
         check_generate_inputs(ids[0], max_new_tokens, options)
-    def runner(options: dict | None) -> Callable[[Any], GenerationRun]:
-        if options is None:
-            return lambda item: generate_greedy(model, item, max_new_tokens=max_new_tokens, speculative=False)
-        return lambda item: generate_greedy(model, item, max_new_tokens=max_new_tokens, **options)
-
-    runners = [runner(None), *(runner(dict(options)) for options in settings)]
-    measured = interleaved_runs(runners, ids, warmup=warmup, repeats=repeats, desc="plain vs self-speculative")
+    runners = [partial(generate_greedy, model, max_new_tokens=max_new_tokens, **options)
+               for options in [{"speculative": False}, *settings]]
+    measured = interleaved_runs(runners, ids, repeats=repeats, desc="plain vs self-speculative")
     return [Comparison(prompt_id, dict(options), int(item.shape[1]), measured[0][index], measured[1 + number][index])
             for index, (prompt_id, item) in enumerate(prompts.items()) for number, options in enumerate(settings)]
 
 
-def _repeat_speedups(comparisons: Sequence[Comparison], clock: str = "wall") -> list[float]:
-    """Per repeat: total plain time / total speculative time over the comparisons' prompts (wall or CPU clock)."""
-    if clock not in ("wall", "cpu"):
-        raise SelfSpeculationError(f"clock must be 'wall' or 'cpu', got {clock!r}.")
-    seconds = (lambda run: run.wall_seconds) if clock == "wall" else (lambda run: run.cpu_seconds)
-    repeats = min(len(comparison.speculative.runs) for comparison in comparisons)
-    return [sum(seconds(c.plain.runs[i]) for c in comparisons) / sum(seconds(c.speculative.runs[i]) for c in comparisons)
-            for i in range(repeats)]
+def _speedups(comparisons: Sequence[Comparison], clock: str = "wall_seconds") -> list[float]:
+    """`decoding_metrics.speedup_per_repeat` over the comparisons' prompts, by wall or ("cpu_seconds") CPU time."""
+    def seconds(measured: Measured) -> list[float]:
+        return [getattr(run, clock) for run in measured.runs]
+
+    return decoding_metrics.speedup_per_repeat([seconds(c.plain) for c in comparisons],
+                                               [seconds(c.speculative) for c in comparisons])
 
 
 def speedup_summary(label: dict, wall: Sequence[float], cpu: Sequence[float] = ()) -> dict:
@@ -137,18 +132,18 @@ def speedup_summary(label: dict, wall: Sequence[float], cpu: Sequence[float] = (
     return row
 
 
-def speedup_rows(comparisons: Sequence[Comparison], backend: str = "IPEX-LLM") -> list[dict]:
+def speedup_rows(comparisons: Sequence[Comparison]) -> list[dict]:
     """Per draft setting, over all its prompts: `speedup_summary` of the per-repeat speed-ups (wall and CPU time)."""
     rows = []
     for label in dict.fromkeys(setting_label(comparison.setting) for comparison in comparisons):
         group = [comparison for comparison in comparisons if setting_label(comparison.setting) == label]
-        rows.append(speedup_summary({"backend": backend, "draft": "INT4 copy", "setting": label, "prompts": len(group)},
-                                    _repeat_speedups(group), _repeat_speedups(group, "cpu")))
+        rows.append(speedup_summary({"backend": "IPEX-LLM", "draft": "INT4 copy", "setting": label,
+                                     "prompts": len(group)}, _speedups(group), _speedups(group, "cpu_seconds")))
     return rows
 
 
 def setting_label(setting: dict) -> str:
-    """Short label, e.g. 'th=0.6 auto', 'th=0.6 fixed', 'max_step=4', 'defaults'."""
+    """Short label, e.g. 'th=0.6 auto', 'th=0.6 fixed', 'max_step=4', 'hf_adjust', 'defaults'."""
     parts = []
     if "th_stop_draft" in setting:
         parts.append(f"th={setting['th_stop_draft']:g}")
@@ -182,30 +177,22 @@ def summary_rows(comparisons: Sequence[Comparison], precision: str) -> list[dict
 
 
 def check_openvino_half(main_python: Path | str, main_folder: Path | str, draft_folders: dict[str, Path]) -> None:
-    """Raise now, not after minutes of IPEX-LLM work, if the OpenVINO half cannot run."""
-    how = "Prepare them with `python3 tutorial.py lab` (or `.venv/bin/python -m maintainers.offline_pair`)."
+    """Raise now, not after minutes of IPEX-LLM work, if the OpenVINO half cannot run (`check_model_folder`)."""
     if not Path(main_python).exists():
         raise SelfSpeculationError(
             f"{main_python} does not exist: the main environment (with openvino-genai) is not set up. Run "
             "`python3 tutorial.py lab`, or set MAIN_PYTHON in the parameters cell.")
-    folders = {"main": Path(main_folder), **{f"draft {name}": Path(path) for name, path in draft_folders.items()}}
-    missing = [f"{role} ({folder})" for role, folder in folders.items() if not (folder / "openvino_model.xml").is_file()]
-    if missing:
-        raise SelfSpeculationError(f"OpenVINO model folder(s) missing: {', '.join(missing)}. {how}")
+    check_model_folder(main_folder, "main model")
+    for name, folder in draft_folders.items():
+        check_model_folder(folder, f"{name} draft")
 
 
-def run_main_python(module_args: Sequence[str], python: Path | str | None = None, timeout: float = 1800,
-                    env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m <module_args>`` with the main environment's python from the repo root; raise if it fails."""
-    python = Path(python) if python else REPO_ROOT / ".venv" / "bin" / "python"
-    if not python.exists():
-        raise SelfSpeculationError(
-            f"{python} does not exist: the main environment is not set up. Run `python3 tutorial.py lab` first, "
-            "or set MAIN_PYTHON in the parameters cell to a python with openvino-genai.")
-    child_env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
-    child_env.update(env or {})
+def run_main_python(module_args: Sequence[str], python: Path | str) -> subprocess.CompletedProcess:
+    """Run ``python -m <module_args>`` from the repo root, without this environment's variables; raise if it fails.
+    `check_openvino_half` checks `python` up front."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
     completed = subprocess.run([str(python), "-m", *module_args], cwd=REPO_ROOT, capture_output=True, text=True,
-                               timeout=timeout, env=child_env)
+                               timeout=1800, env=env)
     if completed.returncode != 0:
         raise RuntimeError(f"`{python} -m {' '.join(module_args)}` failed:\n{completed.stderr[-3000:]}")
     return completed

@@ -86,14 +86,12 @@ def legacy_model_view(folder: Path | str, view: Path | str) -> Path:
     template = template_file.read_text(encoding="utf-8") if template_file.is_file() else None
     tokenizer_config = read("tokenizer_config.json") if (source / "tokenizer_config.json").is_file() else {}
     write("tokenizer_config.json", legacy_tokenizer_config(tokenizer_config, template))
-    for link in view.iterdir():   # links left from an earlier call whose file the source no longer has
-        if link.is_symlink() and not (source / link.name).exists():
+    for link in view.iterdir():  # an earlier call's links: made again below, or gone with their file
+        if link.is_symlink():
             link.unlink()
     for item in source.iterdir():
         if item.name in {"config.json", "tokenizer.json", "tokenizer_config.json"} or item.name.startswith("."):
             continue
-        link = view / item.name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(item)
+        (view / item.name).unlink(missing_ok=True)  # a copy where a link belongs
+        (view / item.name).symlink_to(item)
     return view

@@ -1,7 +1,7 @@
-"""IPEX-LLM self-speculative decoding: load, generate, read its statistics, check its weights and memory.
+"""IPEX-LLM self-speculative decoding: the article's recipe, generate, its statistics, weights and memory.
 
-IPEX-LLM (archived by Intel) with ``speculative=True`` (`load_self_speculative`) loads the main model and a ``sym_int4``
-copy as ``model.draft_model``; the draft stops when its top probability falls below ``th_stop_draft`` (or after
+IPEX-LLM (archived by Intel) with ``speculative=True`` loads the main model and a ``sym_int4`` copy as
+``model.draft_model``; the draft stops when its top probability falls below ``th_stop_draft`` (or after
 ``max_step_draft`` tokens), then the main model verifies (`generate_greedy`). torch / ipex_llm are imported lazily.
 """
 from __future__ import annotations
@@ -15,12 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from utils.decoding import decoding_metrics
+from utils.input_checks import as_integer
 
-# The source article's recipe: bf16 on CPU, fp16 on Intel GPUs ("xpu").
-ARTICLE_RECIPES: dict[str, dict[str, str]] = {
-    "cpu": {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"},
-    "xpu": {"torch_dtype": "float16", "load_in_low_bit": "fp16"},
-}
 DRAFT_OPTIONS = ("th_stop_draft", "max_step_draft", "auto_th_stop_draft", "min_step_draft", "hf_adjust")
 
 
@@ -28,29 +24,13 @@ class SelfSpeculationError(ValueError):
     """An input IPEX-LLM self-speculation cannot use; the message says what to do instead."""
 
 
-def pick_device() -> str:
-    """'xpu' when an Intel GPU is visible to torch, else 'cpu'."""
-    import torch
-
-    xpu = getattr(torch, "xpu", None)
-    return "xpu" if xpu is not None and xpu.is_available() else "cpu"
-
-
 def article_recipe(device: str) -> dict[str, str]:
-    """The source article's `from_pretrained` precision settings for a device ('cpu' or 'xpu')."""
-    if device not in ARTICLE_RECIPES:
+    """The source article's `from_pretrained` precision settings: bf16 on 'cpu', fp16 on 'xpu' (Intel GPU)."""
+    recipes = {"cpu": {"torch_dtype": "bfloat16", "load_in_low_bit": "bf16"},
+               "xpu": {"torch_dtype": "float16", "load_in_low_bit": "fp16"}}
+    if device not in recipes:
         raise SelfSpeculationError(f"Unknown device {device!r}: IPEX-LLM runs on 'cpu' or 'xpu' (Intel GPU).")
-    return dict(ARTICLE_RECIPES[device])
-
-
-def set_threads(threads: int) -> int:
-    """Use `threads` intra-op threads in this process (torch); returns what torch reports."""
-    import torch
-
-    if threads < 1:
-        raise SelfSpeculationError(f"threads must be >= 1, got {threads}.")
-    torch.set_num_threads(threads)
-    return torch.get_num_threads()
+    return recipes[device]
 
 
 def load_ipex_tokenizer(view: Path | str) -> Any:
@@ -66,57 +46,6 @@ def load_ipex_tokenizer(view: Path | str) -> Any:
         raise SelfSpeculationError("The tokenizer returns token_type_ids, which breaks generate(); "
                                    "set model_input_names to ['input_ids', 'attention_mask'].")
     return tokenizer
-
-
-def load_self_speculative(view: Path | str, recipe: dict[str, str], speculative: bool = True) -> tuple[Any, Any]:
-    """The source article's call with `recipe`'s precision (+ the INT4 draft if `speculative`); (model, tokenizer)."""
-    import torch
-    from transformers.utils import logging as transformers_logging
-
-    tokenizer = load_ipex_tokenizer(view)
-    transformers_logging.set_verbosity_error()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from ipex_llm.transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(
-            str(view),
-            optimize_model=True,
-            torch_dtype=getattr(torch, recipe["torch_dtype"]),
-            load_in_low_bit=recipe["load_in_low_bit"],
-            speculative=speculative,
-            trust_remote_code=True,
-            use_cache=True,
-        )
-    if recipe["torch_dtype"] == "float16":
-        model = model.to("xpu")
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model, tokenizer
-
-
-def encode_chat(tokenizer: Any, user_message: str) -> Any:
-    """Token ids (a 1 x n tensor) of a user message in the chat template, ready for generation."""
-    return tokenizer.apply_chat_template([{"role": "user", "content": user_message}], add_generation_prompt=True,
-                                         return_tensors="pt")
-
-
-def check_weights(model: Any, tokenizer: Any, max_perplexity: float = 100.0) -> float:
-    """Perplexity on a plain English sentence; raises `SelfSpeculationError` if the weights look random (e.g. an
-    lm_head left random by a GGUF conversion with ``tie_word_embeddings=False``)."""
-    import torch
-
-    text = ("The cat sat on the mat. It was a sunny day, and the children were playing in the park "
-            "while their parents talked about the weather.")
-    ids = tokenizer(text, return_tensors="pt").input_ids
-    with torch.no_grad():
-        logits = model(ids).logits.float()
-    loss = torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:])
-    perplexity = float(torch.exp(loss))
-    if not perplexity < max_perplexity:
-        raise SelfSpeculationError(
-            f"Perplexity {perplexity:.0f} on plain English: the weights (probably lm_head) are wrong. "
-            "Rebuild the model folder: python -m maintainers.offline_pair --force")
-    return perplexity
 
 
 @dataclass
@@ -147,14 +76,10 @@ class SpeculationStats:
         return decoding_metrics.acceptance_rate(self.accepted, self.drafted) or 0.0
 
     @property
-    def main_pass_steps(self) -> list[int]:
-        """Tokens per main-model pass, the prefill pass first, cut to the generated tokens."""
-        return decoding_metrics.ipex_llm_steps(self.tokens_per_step, self.generated_tokens)
-
-    @property
     def mean_tokens_per_step(self) -> float:
-        """Mean tokens per verification pass (`utils.decoding.decoding_metrics.tokens_per_main_pass`)."""
-        return decoding_metrics.tokens_per_main_pass(self.main_pass_steps) or 0.0
+        """Mean tokens per verification pass (`decoding_metrics.tokens_per_main_pass` of `ipex_llm_steps`)."""
+        steps = decoding_metrics.ipex_llm_steps(self.tokens_per_step, self.generated_tokens)
+        return decoding_metrics.tokens_per_main_pass(steps) or 0.0
 
     @property
     def mean_drafted_per_step(self) -> float:
@@ -222,7 +147,6 @@ class GenerationRun:
     """One greedy generation: the new tokens and, if speculative, IPEX-LLM's statistics (timed by the caller)."""
 
     token_ids: list[int]
-    speculative: bool
     stats: SpeculationStats | None = None
 
     @property
@@ -232,10 +156,8 @@ class GenerationRun:
 
 def check_generate_inputs(input_ids: Any, max_new_tokens: Any, draft_options: dict) -> None:
     """Raise (before any work) for inputs IPEX-LLM's self-speculation mishandles silently or cryptically."""
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
-        raise SelfSpeculationError(
-            f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}. Pass it explicitly: without it "
-            "IPEX-LLM's speculative generate stops after 10 tokens.")
+    as_integer(max_new_tokens, "max_new_tokens", minimum=1, error=SelfSpeculationError,
+               advice="Pass it explicitly: without it IPEX-LLM's speculative generate stops after 10 tokens.")
     shape = tuple(getattr(input_ids, "shape", ()))
     if len(shape) != 2:
         raise SelfSpeculationError(f"input_ids must be a 2-D tensor (1 x prompt length), got shape {shape}.")
@@ -249,9 +171,8 @@ def check_generate_inputs(input_ids: Any, max_new_tokens: Any, draft_options: di
     threshold = draft_options.get("th_stop_draft")
     if threshold is not None and not 0.0 <= threshold <= 1.0:
         raise SelfSpeculationError(f"th_stop_draft is a probability in [0, 1], got {threshold}.")
-    steps = draft_options.get("max_step_draft")
-    if steps is not None and (not isinstance(steps, int) or steps < 1):
-        raise SelfSpeculationError(f"max_step_draft must be an integer >= 1, got {steps!r}.")
+    if draft_options.get("max_step_draft") is not None:
+        as_integer(draft_options["max_step_draft"], "max_step_draft", minimum=1, error=SelfSpeculationError)
 
 
 def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculative: bool = True,
@@ -269,40 +190,55 @@ def generate_greedy(model: Any, input_ids: Any, *, max_new_tokens: int, speculat
         output = model.generate(input_ids, max_new_tokens=max_new_tokens, do_sample=False, **draft_options)
     new_ids = [int(token) for token in output[0, input_ids.shape[1]:]]
     stats = read_speculation_stats(model) if speculative else None
-    return GenerationRun(token_ids=new_ids, speculative=speculative, stats=stats)
+    return GenerationRun(new_ids, stats)
 
 
-
-def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", max_new_tokens: int = 32,
-                     threads: int = 1) -> dict:
-    """Peak RSS of a fresh process running `load_and_generate_once` (VmHWM, via `utils.system.peak_memory`)."""
-    from utils.system.peak_memory import measure_in_fresh_process
-
-    return measure_in_fresh_process("utils.selfspec.ipex_self_speculation:load_and_generate_once", {
-        "view": str(view), "speculative": speculative, "device": device, "max_new_tokens": max_new_tokens,
-        "threads": threads})
-
-
-def weight_bytes(module: Any, exclude_prefix: str = "draft_model.") -> int:
+def weight_bytes(module: Any) -> int:
     """Bytes of a module's parameters (shared tensors once), leaving out the attached draft."""
     seen, total = set(), 0
     for name, parameter in module.named_parameters():
-        if name.startswith(exclude_prefix) or parameter.data_ptr() in seen:
+        if name.startswith("draft_model.") or parameter.data_ptr() in seen:
             continue
         seen.add(parameter.data_ptr())
         total += parameter.data.nbytes
     return total
 
 
-def load_and_generate_once(view: str, speculative: bool, device: str, max_new_tokens: int, threads: int) -> dict:
-    """Load the model (with its INT4 draft if `speculative`) and generate once: the work `measure_peak_rss` measures."""
+def measure_peak_rss(view: Path | str, speculative: bool, device: str = "cpu", threads: int = 1) -> dict:
+    """Peak RSS of a fresh process running `load_and_generate_once` (VmHWM, via `utils.system.peak_memory`)."""
+    from utils.system.peak_memory import measure_in_fresh_process
+
+    return measure_in_fresh_process("utils.selfspec.ipex_self_speculation:load_and_generate_once",
+                                    {"view": str(view), "speculative": speculative, "device": device,
+                                     "threads": threads})
+
+
+def load_and_generate_once(view: str, speculative: bool, device: str, threads: int) -> dict:
+    """The work `measure_peak_rss` measures: notebook 04's load with the article's recipe (and the INT4 draft if
+    `speculative`), then 32 new tokens for one chat prompt."""
+    import torch
+    from transformers.utils import logging as transformers_logging
+
     from utils.system.peak_memory import current_rss_bytes
 
-    set_threads(threads)
-    model, tokenizer = load_self_speculative(view, article_recipe(device), speculative)
+    torch.set_num_threads(threads)
+    tokenizer = load_ipex_tokenizer(view)
+    transformers_logging.set_verbosity_error()
+    recipe = article_recipe(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from ipex_llm.transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(view, optimize_model=True, use_cache=True, trust_remote_code=True,
+                                                     torch_dtype=getattr(torch, recipe["torch_dtype"]),
+                                                     load_in_low_bit=recipe["load_in_low_bit"], speculative=speculative)
+    if device != "cpu":
+        model = model.to(device)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
     after_load = current_rss_bytes()
-    ids = encode_chat(tokenizer, "Write a short story about a lighthouse keeper.")
-    generate_greedy(model, ids, max_new_tokens=max_new_tokens, speculative=speculative)
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "Write a short story about a lighthouse keeper."}],
+                                        add_generation_prompt=True, return_tensors="pt")
+    generate_greedy(model, ids, max_new_tokens=32, speculative=speculative)
     return {
         "speculative": speculative,
         "rss_after_load_mb": after_load / 1e6,

@@ -2,17 +2,25 @@
 
 The OpenVINO half of notebook 04, run with the main environment's python (the IPEX-LLM kernel has no OpenVINO); it
 checks that OpenVINO's tokenizer gives the prompts file's ``input_ids`` (from the IPEX-LLM side) and writes JSON.
+openvino is imported lazily (by `utils.decoding`), so the IPEX-LLM kernel can read the JSON with `openvino_summary_rows`.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
+import statistics
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
 
-PROMPTS_SCHEMA_KEYS = ("id", "task", "text", "input_ids")
+from utils.decoding import decoding_metrics as metrics
+from utils.decoding import generation
+from utils.decoding.exactness import partings
+from utils.decoding.generation_reports import repeat_speedups
+from utils.decoding.measurement import interleaved_runs
+from utils.decoding.pipelines import check_draft_folder, check_main_folder, load_pipeline
+from utils.decoding.prompts import LONG_PROMPT_MIN_TOKENS, Prompt
+from utils.result_files import write_json
 
 
 def parse_drafts(values: Sequence[str]) -> dict[str, Path]:
@@ -36,7 +44,7 @@ def read_prompts(path: Path | str) -> list[dict]:
     if not isinstance(prompts, list) or not prompts:
         raise ValueError(f"{path} must hold a non-empty JSON list of prompts.")
     for index, prompt in enumerate(prompts):
-        missing = [key for key in PROMPTS_SCHEMA_KEYS if key not in prompt]
+        missing = [key for key in ("id", "task", "text", "input_ids") if key not in prompt]
         if missing:
             raise ValueError(f"Prompt {index} in {path} lacks {', '.join(missing)}.")
         if not prompt["input_ids"] or not all(isinstance(token, int) for token in prompt["input_ids"]):
@@ -47,10 +55,6 @@ def read_prompts(path: Path | str) -> list[dict]:
 def openvino_summary_rows(results: dict) -> list[dict]:
     """One row per (draft, prompt) from `run`'s JSON, in `ipex_comparisons.summary_rows`' format; c and the verify
     cost are relative to the plain run's TPOT on the same prompt."""
-    import statistics
-
-    from utils.decoding import decoding_metrics as metrics
-
     plain = {record["prompt_id"]: record for record in results["records"] if record["mode"] == "plain"}
     rows = []
     for record in results["records"]:
@@ -82,18 +86,9 @@ def openvino_summary_rows(results: dict) -> list[dict]:
 
 
 def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path], *, max_new_tokens: int,
-        repeats: int, num_assistant_tokens: int, precision: str, threads: int, device: str = "CPU") -> dict:
-    """Measure plain vs self-speculative decoding for every draft; write and return the results. Under f32,
-    "partings" lists outputs that part from plain, where, and the main model's logit margin there."""
-    from dataclasses import replace
-
-    from utils.decoding import generation
-    from utils.decoding.exactness import partings
-    from utils.decoding.generation_reports import repeat_speedups
-    from utils.decoding.measurement import interleaved_runs
-    from utils.decoding.pipelines import check_draft_folder, check_main_folder, load_pipeline
-    from utils.decoding.prompts import LONG_PROMPT_MIN_TOKENS, Prompt
-
+        repeats: int, num_assistant_tokens: int, precision: str, threads: int) -> dict:
+    """Measure plain vs self-speculative decoding on CPU for every draft (`interleaved_runs`); write and return the
+    results. Under f32, "partings" lists outputs that part from plain, where, and the main's logit margin there."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}.")
     shared = read_prompts(prompts_file)
@@ -101,69 +96,58 @@ def run(prompts_file: Path, output: Path, main_dir: Path, drafts: dict[str, Path
     drafts = {name: check_draft_folder(folder, main_dir) for name, folder in drafts.items()}
     prompts = [Prompt(item["id"], item["task"], item["text"],
                       "long" if len(item["input_ids"]) >= LONG_PROMPT_MIN_TOKENS else "short") for item in shared]
-    candidates: list[tuple[str | None, Any, Any]] = [(None, load_pipeline("plain", main_dir, device, precision=precision, threads=threads or None),
-                   generation.DecodingSettings("plain", max_new_tokens=max_new_tokens))]
-    candidates += [(name, load_pipeline("speculative", main_dir, device, draft_dir=folder, precision=precision,
-                                        threads=threads or None),
-                    generation.DecodingSettings("speculative", num_assistant_tokens=num_assistant_tokens,
-                                     max_new_tokens=max_new_tokens)) for name, folder in drafts.items()]
-    same_input = {item["id"]: generation.encode_prompt(candidates[0][1].tokenizer, item["text"]).input_ids.data[0].tolist()
-                  == item["input_ids"]
-                  for item in shared}
-    runners = [lambda prompt, pipeline=pipeline, settings=settings: generation.run_prompt(pipeline, prompt, settings)
-               for _, pipeline, settings in candidates]
+    load = partial(load_pipeline, main_dir=main_dir, device="CPU", precision=precision, threads=threads or None)
+    pipelines = [load("plain"), *(load("speculative", draft_dir=folder) for folder in drafts.values())]
+    settings = [generation.DecodingSettings("plain", max_new_tokens=max_new_tokens), *[generation.DecodingSettings(
+        "speculative", num_assistant_tokens=num_assistant_tokens, max_new_tokens=max_new_tokens)] * len(drafts)]
+    runners = [partial(generation.run_prompt, pipeline, settings=setting)
+               for pipeline, setting in zip(pipelines, settings, strict=True)]
+    names: list[str | None] = [None, *drafts]  # None: plain decoding
+    same_input = {item["id"]: generation.encode_prompt(pipelines[0].tokenizer, item["text"]).input_ids.data[0].tolist()
+                  == item["input_ids"] for item in shared}
     measured = interleaved_runs(runners, prompts, warmup=1, repeats=repeats, desc="OpenVINO self-speculation")
-    medians = [[generation.median_of_runs([run.result for run in cell.runs]) for cell in row] for row in measured]
-    cpu = [[replace(median, wall_seconds_all=[run.cpu_seconds for run in cell.runs])
-            for median, cell in zip(records, row, strict=True)] for records, row in zip(medians, measured, strict=True)]
-    compared = generation.compare_with_plain([record for records in medians for record in records])
-    per_candidate = [compared[index * len(prompts):(index + 1) * len(prompts)] for index in range(len(candidates))]
-    cpu_compared = generation.compare_with_plain([record for records in cpu for record in records])
+    compared = generation.compare_with_plain([generation.median_of_runs([run.result for run in cell.runs])
+                                              for row in measured for cell in row])
+    records = [compared[index * len(prompts):(index + 1) * len(prompts)] for index in range(len(runners))]
+
+    def cpu_speedups(index: int) -> list[float]:
+        """`repeat_speedups` by this process's CPU time: the same prompts, their CPU seconds per repeat."""
+        kept = [p for p, record in enumerate(records[index]) if record.speedup_vs_plain is not None]
+        plain, other = ([[run.cpu_seconds for run in measured[i][p].runs] for p in kept] for i in (0, index))
+        return metrics.speedup_per_repeat(plain, other)
+
     texts = {item["id"]: item["text"] for item in shared}
-    parted = [{"draft": name, "prompt": parting.prompt_id, "position": parting.position, "margin": parting.margin,
-               "line": parting.line()}
-              for index, (name, _, _) in enumerate(candidates) if name is not None and precision == "f32"
-              for parting in partings(per_candidate[0] + per_candidate[index], main_dir, device, texts)]
     results = {
-        "settings": {"device": device, "precision": precision, "threads": threads, "max_new_tokens": max_new_tokens,
-                     "repeats": repeats, "num_assistant_tokens": num_assistant_tokens, "main": main_dir.name,
+        "settings": {"precision": precision, "threads": threads, "max_new_tokens": max_new_tokens, "repeats": repeats,
+                     "num_assistant_tokens": num_assistant_tokens, "main": main_dir.name,
                      "drafts": {name: folder.name for name, folder in drafts.items()}},
-        "versions": {package: importlib.metadata.version(package) for package in ("openvino", "openvino-genai")},
         "same_input_ids": same_input,
-        "speedups": {name: {"wall": repeat_speedups(per_candidate[0], per_candidate[index]),
-                            "cpu": repeat_speedups(cpu_compared[:len(prompts)],
-                                                   cpu_compared[index * len(prompts):(index + 1) * len(prompts)])}
-                     for index, (name, _, _) in enumerate(candidates) if name is not None},
-        "partings": parted,
-        "records": [{**record.as_dict(), "draft": candidates[index][0],
-                     "cpu_seconds_all": [run.cpu_seconds for run in measured[index][p].runs]}
-                    for index, records in enumerate(per_candidate) for p, record in enumerate(records)],
+        "speedups": {name: {"wall": repeat_speedups(records[0], records[index]), "cpu": cpu_speedups(index)}
+                     for index, name in enumerate(names) if name is not None},
+        "partings": [{"draft": name, "line": parting.line()} for index, name in enumerate(names)
+                     if name is not None and precision == "f32"
+                     for parting in partings(records[0] + records[index], main_dir, "CPU", texts)],
+        "records": [{**record.as_dict(), "draft": name} for name, row in zip(names, records, strict=True)
+                    for record in row],
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    write_json(output, results)
     return results
 
 
 def command_line(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", required=True, type=Path, help="JSON list of {id, task, text, input_ids}")
-    parser.add_argument("--json", required=True, type=Path, help="where to write the results")
-    parser.add_argument("--main", required=True, type=Path, help="the fp16 OpenVINO folder")
-    parser.add_argument("--draft", action="append", default=[], help="NAME=FOLDER, repeatable")
+    parser.add_argument("--prompts", dest="prompts_file", required=True, type=Path,
+                        help="JSON list of {id, task, text, input_ids}")
+    parser.add_argument("--json", dest="output", required=True, type=Path, help="where to write the results")
+    parser.add_argument("--main", dest="main_dir", required=True, type=Path, help="the fp16 OpenVINO folder")
+    parser.add_argument("--draft", dest="drafts", action="append", default=[], help="NAME=FOLDER, repeatable")
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--num-assistant-tokens", type=int, default=3)
     parser.add_argument("--precision", default="f32", choices=("f32", "default"))
     parser.add_argument("--threads", type=int, default=1, help="INFERENCE_NUM_THREADS; 0 = OpenVINO's choice")
-    parser.add_argument("--device", default="CPU")
-    arguments = parser.parse_args(argv)
-    results = run(arguments.prompts, arguments.json, arguments.main, parse_drafts(arguments.draft),
-                  max_new_tokens=arguments.max_new_tokens, repeats=arguments.repeats,
-                  num_assistant_tokens=arguments.num_assistant_tokens, precision=arguments.precision,
-                  threads=arguments.threads, device=arguments.device)
-    for row in openvino_summary_rows(results):
-        print(json.dumps(row))
-
+    arguments = vars(parser.parse_args(argv))
+    run(**{**arguments, "drafts": parse_drafts(arguments["drafts"])})
 
 if __name__ == "__main__":
     command_line()

@@ -94,24 +94,11 @@ Key = TypeVar("Key", bound=PipelineKey)
 class BoundedPipelines(Generic[Key]):
     """Pipelines loaded on first use, at most `keep` in memory (least recently used non-plain evicted first)."""
 
-    def __init__(self, load: Callable[[Key], LoadedPipeline], keep: int = DEFAULT_KEEP,
-                 on_evict: Callable[[str], None] | None = None) -> None:
+    def __init__(self, load: Callable[[Key], LoadedPipeline], keep: int = DEFAULT_KEEP) -> None:
         self.load = load
         self.keep = as_integer(keep, "keep", minimum=1, advice="Keep at least one pipeline in memory.")
-        self.on_evict = on_evict
-        self.loads = 0
         self.evictions: list[str] = []  # "Freed the ... pipeline to make room for ...", oldest first
         self._loaded: dict[Key, LoadedPipeline] = {}  # least recently used first
-
-    def __contains__(self, key: Key) -> bool:
-        return key in self._loaded
-
-    def __len__(self) -> int:
-        return len(self._loaded)
-
-    def keys(self) -> list[Key]:
-        """The keys in memory, least recently used first."""
-        return list(self._loaded)
 
     def get(self, key: Key) -> LoadedPipeline:
         """The pipeline for `key`, loaded (after freeing others to stay within `keep`) if not in memory."""
@@ -121,40 +108,22 @@ class BoundedPipelines(Generic[Key]):
         while len(self._loaded) >= self.keep:
             evict = next((k for k in self._loaded if k.mode != "plain"), next(iter(self._loaded)))
             del self._loaded[evict]
-            message = (f"Freed the {evict.label} pipeline to make room for the {key.label} pipeline "
-                       f"(at most {self.keep} kept in memory).")
-            self.evictions.append(message)
-            if self.on_evict is not None:
-                self.on_evict(message)
+            self.evictions.append(f"Freed the {evict.label} pipeline to make room for the {key.label} pipeline "
+                                  f"(at most {self.keep} kept in memory).")
         self._loaded[key] = self.load(key)
-        self.loads += 1
         return self._loaded[key]
 
     def release(self) -> None:
-        """Free every pipeline (the counters stay)."""
+        """Free every pipeline."""
         self._loaded.clear()
 
 
-class PipelinePool:
+class PipelinePool(BoundedPipelines[PipelineSpec]):
     """Pipelines of one pair and device by `PipelineSpec`, bounded so a draft sweep keeps no main model per variant."""
 
     def __init__(self, pair: ModelPair, device: str = "CPU", keep: int = DEFAULT_KEEP) -> None:
+        super().__init__(lambda spec: load_spec_pipeline(pair, spec, device), keep)
         self.pair = pair
-        self.device = device
-        self.pipelines: BoundedPipelines[PipelineSpec] = BoundedPipelines(self._load, keep)
-
-    @property
-    def keep(self) -> int:
-        return self.pipelines.keep
-
-    @keep.setter
-    def keep(self, keep: int) -> None:
-        self.pipelines.keep = as_integer(keep, "keep", minimum=1)
-
-    @property
-    def evictions(self) -> list[str]:
-        """One sentence per pipeline freed to make room, oldest first."""
-        return self.pipelines.evictions
 
     def canonical(self, spec: PipelineSpec) -> PipelineSpec:
         """The same spec spelled one way: default draft and a draft precision equal to the main's as None."""
@@ -167,10 +136,4 @@ class PipelinePool:
         return replace(spec, draft_variant=variant, draft_precision=precision)
 
     def get(self, spec: PipelineSpec) -> LoadedPipeline:
-        return self.pipelines.get(self.canonical(spec))
-
-    def release(self) -> None:
-        self.pipelines.release()
-
-    def _load(self, spec: PipelineSpec) -> LoadedPipeline:
-        return load_spec_pipeline(self.pair, spec, self.device)
+        return super().get(self.canonical(spec))

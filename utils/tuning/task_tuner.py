@@ -6,12 +6,12 @@ re-measured on held-out prompts. These are the tuner's rules, not the course's "
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from utils.decoding import decoding_metrics
 from utils.decoding.prompts import TASKS, Prompt, select_prompts
 from utils.models.model_catalogue import ModelPair
-from utils.tuning.pipeline_pool import PipelinePool
+from utils.tuning.pipeline_pool import PipelinePool, PipelineSpec
 from utils.tuning.sweeps import SweepPoint, SweepResult, k_points, prompt_lookup_points, run_sweep, threshold_points
 
 SWITCH_MARGIN = 0.05       # a candidate must beat plain by more than this on the tuning prompts to be chosen
@@ -42,9 +42,13 @@ def split_prompts(tasks: Sequence[str], length: str | None = "short") -> list[Ta
 
 
 def candidate_points(ks: Sequence[int] = (2, 4), thresholds: Sequence[float] = (), lookup_ks: Sequence[int] = (3,),
-                     max_new_tokens: int = 32) -> list[SweepPoint]:
-    """The settings the tuner may choose instead of plain: draft with K or a threshold, prompt lookup with K."""
-    points = (k_points(ks, max_new_tokens) + threshold_points(thresholds, max_new_tokens)
+                     max_new_tokens: int = 32, draft_variants: Sequence[str] = ()) -> list[SweepPoint]:
+    """The settings the tuner may choose instead of plain: the draft with K or a threshold, each of `draft_variants`
+    (names in the pair's `alternative_drafts`) with K, prompt lookup with K."""
+    variant_points = [replace(point, settings=replace(point.settings, name=f"{variant} K={point.value}"))
+                      for variant in draft_variants
+                      for point in k_points(ks, max_new_tokens, PipelineSpec(draft_variant=variant))]
+    points = (k_points(ks, max_new_tokens) + threshold_points(thresholds, max_new_tokens) + variant_points
               + prompt_lookup_points(lookup_ks, max_new_tokens))
     if not points:
         raise ValueError("Give at least one candidate (ks, thresholds or lookup_ks): plain alone needs no tuner.")
@@ -52,14 +56,14 @@ def candidate_points(ks: Sequence[int] = (2, 4), thresholds: Sequence[float] = (
 
 
 def describe(point: SweepPoint | None) -> str:
-    """'plain', 'draft K=4', 'draft threshold=0.5' or 'prompt lookup K=3'."""
+    """'plain', 'draft K=4', 'draft threshold=0.5', '<draft variant> K=4' or 'prompt lookup K=3'."""
     if point is None:
         return "plain"
     if point.settings.mode == "prompt_lookup":
         return f"prompt lookup K={point.settings.num_assistant_tokens}"
     if point.settings.assistant_confidence_threshold is not None:
         return f"draft threshold={point.settings.assistant_confidence_threshold:g}"
-    return f"draft K={point.settings.num_assistant_tokens}"
+    return f"{point.pipeline.draft_variant or 'draft'} K={point.settings.num_assistant_tokens}"
 
 
 @dataclass
@@ -104,15 +108,16 @@ def tune_tasks(pair: ModelPair, splits: Sequence[TaskSplit], points: Sequence[Sw
     pool = PipelinePool(pair, device, keep=3)  # plain, draft and prompt lookup stay loaded (and warm)
     tuned = run_sweep(pair, points, [split.tune for split in splits], name="tuner: candidates", device=device,
                       repeats=repeats, pool=pool, progress=progress)
-    by_value = {(point.knob, point.value): point for point in points}
+    by_value = {(point.knob, point.value, point.pipeline.label): point for point in points}  # two drafts share a K
     choices = []
     for split in splits:
         rows = [row for row in tuned.rows(by="task") if row["group"] == split.task]
         best = decoding_metrics.fastest_lossless(rows, "speedup", above=1.0 + margin)
-        point = by_value[(best["knob"], best["value"])] if best is not None else None
+        point = by_value[(best["knob"], best["value"], best["pipeline"])] if best is not None else None
         choices.append(TaskChoice(
             split.task, split.tune.id, split.held_out.id,
-            {describe(by_value[(row["knob"], row["value"])]): row["speedup"] for row in rows}, describe(point),
+            {describe(by_value[(row["knob"], row["value"], row["pipeline"])]): row["speedup"] for row in rows},
+            describe(point),
             best["speedup"] if best is not None else 1.0, 1.0 if point is None else None, choice=point))
     for point in dict.fromkeys(choice.choice for choice in choices if choice.choice is not None):
         chosen_by = {choice.task: choice for choice in choices if choice.choice == point}
